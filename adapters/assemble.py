@@ -1,0 +1,148 @@
+"""Group standalone spans of one trace into a Turn: structural checks, then turn-level fields.
+
+Pure functions: no I/O. Used by ingest for every format that yields spans rather than whole turns
+(OTLP, span-per-line JSON), so the rules for what a turn is live in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from adapters.base import Quarantine
+from adapters.model import DeliveryState, Span, Turn
+
+SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
+"""Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
+USER_KEYS = ("user.id", "enduser.id", "gen_ai.user.id", "ai.telemetry.metadata.userId")
+"""Span attributes that carry the end user's id."""
+MODE_KEYS = ("agent.mode", "gen_ai.agent.mode", "mode")
+"""Span attributes that carry the agent's mode (normal / simple / deep ...)."""
+DELIVERY_KEYS = ("agent.delivery", "delivery.status")
+"""Span attributes that state the delivery outcome explicitly (values of `DeliveryState`)."""
+REQUEST_KEYS = ("agent.request", "gen_ai.prompt.user")
+"""Span attributes carrying the user's request text when the root span's input is not it."""
+TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens"}
+"""Finish reasons that mean the answer was cut off."""
+
+_DELIVERY_VALUES: set[str] = {"delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"}
+
+
+def check_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list[Quarantine]]:
+    """Drop spans that break the tree: duplicate ids, parents that are missing (orphans) or cyclic.
+
+    A span whose parent was dropped is dropped too (it became an orphan), so what remains is a forest.
+    """
+    bad: list[Quarantine] = []
+    by_id: dict[str, Span] = {}
+    for s in spans:
+        if s.id in by_id:
+            bad.append(_q(source, s, "span_id", f"duplicate span id {s.id!r} in trace {s.trace_id!r}"))
+        else:
+            by_id[s.id] = s
+    # Cycles first: walk each chain of parents; a chain that revisits a span is a cycle.
+    in_cycle: set[str] = set()
+    for sid in by_id:
+        seen: list[str] = []
+        cur: str | None = sid
+        while cur is not None and cur in by_id and cur not in in_cycle:
+            if cur in seen:
+                in_cycle.update(seen[seen.index(cur):])
+                break
+            seen.append(cur)
+            cur = by_id[cur].parent_id
+    for sid in sorted(in_cycle):
+        bad.append(_q(source, by_id[sid], "parent_span_id", f"parent cycle through span {sid!r}"))
+        del by_id[sid]
+    # Orphans, repeated until stable because removing a span can orphan its children.
+    changed = True
+    while changed:
+        changed = False
+        for sid, s in list(by_id.items()):
+            if s.parent_id is not None and s.parent_id not in by_id:
+                bad.append(_q(source, s, "parent_span_id",
+                              f"parent {s.parent_id!r} is not a span of trace {s.trace_id!r} (orphan)"))
+                del by_id[sid]
+                changed = True
+    kept = [s for s in spans if by_id.get(s.id) is s]
+    return kept, bad
+
+
+def _q(source: str, s: Span, field: str, message: str) -> Quarantine:
+    return Quarantine(source=source, location=f"trace {s.trace_id} span {s.id}", field=field, message=message)
+
+
+def first_attr(spans: Iterable[Span], keys: Sequence[str]) -> Any:
+    """The first non-empty value of any of `keys` over `spans` (in order), or None."""
+    for s in spans:
+        for k in keys:
+            v = s.attributes.get(k)
+            if v not in (None, ""):
+                return v
+    return None
+
+
+def roots_first(spans: Sequence[Span]) -> list[Span]:
+    """Root spans (earliest first), then the rest in their given order."""
+    roots = sorted((s for s in spans if s.parent_id is None), key=lambda s: (s.start is None, s.start))
+    return roots + [s for s in spans if s.parent_id is not None]
+
+
+def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span]) -> DeliveryState:
+    """Delivery state: explicit attribute if any, else error status, cut-off finish reason, empty answer."""
+    explicit = first_attr(spans, DELIVERY_KEYS)
+    if isinstance(explicit, str) and explicit in _DELIVERY_VALUES:
+        return explicit  # type: ignore[return-value]
+    if root is None:
+        return "unknown"
+    if root.status == "error":
+        return "failed_error"
+    finish = root.attributes.get("gen_ai.response.finish_reasons") or root.attributes.get("finish_reason")
+    finishes = finish if isinstance(finish, list) else [finish]
+    if any(str(f) in TRUNCATION_FINISH for f in finishes if f is not None):
+        return "failed_truncated"
+    if answer is None:
+        return "unknown"
+    if not answer.strip():
+        return "failed_empty"
+    return "delivered"
+
+
+def assemble_turn(spans: Sequence[Span]) -> Turn:
+    """Build the Turn of one (already checked) trace from its spans."""
+    if not spans:
+        raise ValueError("assemble_turn needs at least one span")
+    ordered = roots_first(spans)
+    root = ordered[0] if ordered[0].parent_id is None else None
+    trace_id = spans[0].trace_id
+    starts = [s.start for s in spans if s.start is not None]
+    ends = [s.end for s in spans if s.end is not None]
+    start = min(starts) if starts else None
+    end = max(ends) if ends else None
+    if start is not None and end is not None:
+        latency: float | None = max((end - start).total_seconds() * 1000.0, 0.0)
+    else:
+        latency = root.duration_ms if root is not None else None
+    request = first_attr(ordered, REQUEST_KEYS)
+    if request is None and root is not None:
+        request = root.input
+    answer = root.output if root is not None else None
+    mode = first_attr(ordered, MODE_KEYS)
+    user = first_attr(ordered, USER_KEYS)
+    session = first_attr(ordered, SESSION_KEYS)
+    index = first_attr(ordered, ("session.turn_index", "turn.index"))
+    return Turn(
+        id=trace_id,
+        conversation_id=str(session) if session is not None else trace_id,
+        user_id=str(user) if user is not None else None,
+        index=int(index) if isinstance(index, int | float) and index >= 0 else 0,
+        request=None if request is None else str(request),
+        answer=answer,
+        mode=None if mode is None else str(mode),
+        delivery=delivery_of(root, answer, spans),
+        start=start,
+        end=end,
+        latency_ms=latency,
+        spans=tuple(spans),
+        attributes=dict(root.attributes) if root is not None else {},
+    )

@@ -1,0 +1,117 @@
+"""What an adapter is, what it yields, and the registry that finds one by name or by sniffing a file.
+
+An adapter (H in DESIGN.md section 5) reads one file as a stream and yields normalized items one record at
+a time, so memory stays constant in the number of records. A record it cannot read becomes a `Quarantine`
+item naming the file, the record and the field; the adapter then goes on with the next record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from adapters.exceptions import SpecError, UnknownNameError
+from adapters.model import Conversation, OutcomeEvent, Span, Turn
+
+HEAD_BYTES = 65536
+"""How much of a file `detect` reads to sniff its format."""
+
+
+class Quarantine(BaseModel):
+    """A record that could not be accepted, with a one-line reason."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    """The file the record came from."""
+    location: str
+    """Which record: `line 12`, `record 3`, `resourceSpans[0].scopeSpans[1].spans[4]`, `file`, ..."""
+    field: str | None = None
+    """The offending field (dotted path), when one can be named."""
+    message: str
+    """What is wrong, in one line."""
+
+    def line(self) -> str:
+        """The one-line human form: `file: location: field: message`."""
+        where = f"{self.location}: {self.field}" if self.field else self.location
+        return f"{self.source}: {where}: {self.message}".replace("\n", " ")
+
+
+AdapterItem = Conversation | Turn | Span | OutcomeEvent | Quarantine
+"""One record's worth of output. Standalone spans are grouped into turns by `adapters.assemble`."""
+
+
+@runtime_checkable
+class Adapter(Protocol):
+    """A reader for one trace format."""
+
+    name: str
+    """Registry name, used with `--format`."""
+    description: str
+    """One line for `--help` and error messages."""
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        """True if `head` (the first bytes of `path`) looks like this format."""
+        ...
+
+    def read(self, path: Path) -> Iterator[AdapterItem]:
+        """Stream the file's records as normalized items (one item per record)."""
+        ...
+
+
+_REGISTRY: dict[str, Adapter] = {}
+_ORDER: list[str] = []
+
+
+def register(adapter: Adapter, *, priority: int | None = None) -> Adapter:
+    """Add an adapter to the registry; `priority` places it earlier in sniffing order."""
+    _REGISTRY[adapter.name] = adapter
+    if adapter.name in _ORDER:
+        _ORDER.remove(adapter.name)
+    _ORDER.insert(len(_ORDER) if priority is None else priority, adapter.name)
+    return adapter
+
+
+def _load_builtins() -> None:
+    # Imported for their registration side effect; late so this module stays import-cycle free.
+    import adapters.builtin  # noqa: F401
+
+
+def adapter_names() -> list[str]:
+    """Registered format names in sniffing order."""
+    _load_builtins()
+    return list(_ORDER)
+
+
+def get_adapter(name: str) -> Adapter:
+    """The adapter registered as `name`; an `UnknownNameError` listing valid names otherwise."""
+    _load_builtins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnknownNameError("format", name, _REGISTRY) from None
+
+
+def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
+    """The first `n` bytes of a file."""
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
+def detect(path: Path) -> Adapter:
+    """Find the adapter for a file by sniffing its first bytes; `SpecError` if none matches."""
+    _load_builtins()
+    head = read_head(path)
+    if not head.strip():
+        raise SpecError(f"{path}: file is empty; nothing to ingest")
+    for name in _ORDER:
+        adapter = _REGISTRY[name]
+        if adapter.sniff(head, path):
+            return adapter
+    raise SpecError(
+        f"{path}: unknown format (no adapter recognised the first {len(head)} bytes); "
+        f"pass --format with one of: {', '.join(_ORDER)}"
+    )

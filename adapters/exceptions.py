@@ -1,0 +1,36 @@
+"""The project's one exception tree.
+
+It lives in `adapters` because that package is the root of the dependency order (adapters <- knowledge_packs
+<- evaluators <- factory); every other package imports it from here (`factory.exceptions` re-exports it).
+
+    AgentFactoryError            root: anything this project raises on purpose
+    ├── SpecError                the user's input is wrong: a spec, pack, config, option or file format
+    │   └── UnknownNameError     a name not in a registry; the message lists the valid names
+    └── CollectionError          a collector could not obtain a datum (model, budget, transport)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class AgentFactoryError(Exception):
+    """Root of every error this project raises on purpose."""
+
+
+class SpecError(AgentFactoryError):
+    """The user's input (spec, knowledge pack, config, CLI option, input file) is invalid."""
+
+
+class UnknownNameError(SpecError):
+    """A name that is not registered; the message names the valid ones."""
+
+    def __init__(self, what: str, name: str, valid: Iterable[str]) -> None:
+        self.what = what
+        self.name = name
+        self.valid = sorted(valid)
+        super().__init__(f"unknown {what} {name!r}; valid: {', '.join(self.valid)}")
+
+
+class CollectionError(AgentFactoryError):
+    """A collector could not obtain a datum (model failure, budget exhausted, transport error)."""

@@ -1,0 +1,183 @@
+"""The normalized four-layer model every evaluator reads: span, turn (trace), conversation, engagement.
+
+All models are frozen and forbid extra fields, so a unit read from the store is exactly what an adapter
+produced. Ids are stable: taken from the source where it has them, otherwise derived from content
+(never from file paths or read order), so ingesting the same data twice yields the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SpanKind = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding", "other"]
+"""What a span did. `reasoning` is a thinking step; `agent` an orchestrating or chain step."""
+
+SpanStatus = Literal["ok", "error", "unset"]
+
+DeliveryState = Literal["delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"]
+"""Whether the turn's answer reached the user: delivered, or how it failed; `unknown` if the source cannot tell."""
+
+TextField = Literal["request", "answer", "input", "output", "error"]
+"""Fields of a unit that evidence pointers may cite."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def stable_id(*parts: object, prefix: str = "") -> str:
+    """A short deterministic id from content parts (sha256, 16 hex chars)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return f"{prefix}{h.hexdigest()[:16]}"
+
+
+class EvidencePointer(_Frozen):
+    """Where a datum's evidence is: a unit, one of its text fields and a character range in it."""
+
+    unit_id: str
+    """Id of the span, turn, conversation or engagement cited."""
+    field: str
+    """Name of the cited field (`request`, `answer`, `input`, `output`, `error`, or `attributes.<key>`)."""
+    start: int = Field(ge=0)
+    """First character of the cited range (0-based, in Python str indices)."""
+    end: int = Field(ge=0)
+    """One past the last character of the cited range."""
+
+
+class TokenUsage(_Frozen):
+    """Token counts reported for a model call."""
+
+    input: int | None = Field(default=None, ge=0)
+    """Prompt / input tokens."""
+    output: int | None = Field(default=None, ge=0)
+    """Completion / output tokens."""
+    total: int | None = Field(default=None, ge=0)
+    """Total tokens, as reported or input + output."""
+
+
+class Span(_Frozen):
+    """One model, tool, retrieval or reasoning call: the span layer's unit."""
+
+    id: str
+    """Span id, unique within its trace (as given by the source)."""
+    trace_id: str
+    """Id of the trace (turn) the span belongs to."""
+    parent_id: str | None = None
+    """Parent span id within the same trace; None for a root."""
+    kind: SpanKind = "other"
+    """Normalized step type."""
+    name: str = ""
+    """The source's span or step name."""
+    input: str | None = None
+    """Input text (prompt, tool arguments, query) as recorded; None if absent."""
+    output: str | None = None
+    """Output text (completion, tool result, retrieved text); None if absent."""
+    status: SpanStatus = "unset"
+    """Status reported by the source."""
+    error: str | None = None
+    """Error message, if the span failed."""
+    start: datetime | None = None
+    """Start time (timezone-aware UTC) if known."""
+    end: datetime | None = None
+    """End time if known."""
+    duration_ms: float | None = Field(default=None, ge=0)
+    """Duration in milliseconds, as given or end - start."""
+    model: str | None = None
+    """Model name for llm spans."""
+    tokens: TokenUsage | None = None
+    """Token usage for llm spans."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Remaining source attributes, JSON-compatible, for rules that need them."""
+
+
+class OutcomeEvent(_Frozen):
+    """Something observed about a user or session after the fact: a reward, feedback, a return."""
+
+    id: str
+    """Stable event id."""
+    kind: str
+    """Event type, e.g. `task_reward`, `feedback`, `purchase`."""
+    user_id: str | None = None
+    """User the event belongs to."""
+    conversation_id: str | None = None
+    """Conversation the event belongs to, when it is tied to one."""
+    time: datetime | None = None
+    """When it happened."""
+    value: float | str | bool | None = None
+    """The observed value (e.g. reward 0.0 / 1.0)."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Extra fields of the source (task id, trial, ...)."""
+
+
+class Turn(_Frozen):
+    """One request and its answer, with the span tree that produced it: the trace layer's unit."""
+
+    id: str
+    """Turn id (the trace id for OTel sources)."""
+    conversation_id: str
+    """Conversation (session) this turn belongs to."""
+    user_id: str | None = None
+    """The end user, if known."""
+    index: int = Field(default=0, ge=0)
+    """Position of the turn in its conversation (0-based, by start time or source order)."""
+    request: str | None = None
+    """The user's request text."""
+    answer: str | None = None
+    """The answer text delivered (or attempted)."""
+    mode: str | None = None
+    """Agent mode (e.g. normal / simple / deep) when the source records one."""
+    delivery: DeliveryState = "unknown"
+    """Whether the answer reached the user."""
+    start: datetime | None = None
+    """When the request arrived."""
+    end: datetime | None = None
+    """When the answer finished."""
+    latency_ms: float | None = Field(default=None, ge=0)
+    """Request-to-answer time in milliseconds."""
+    spans: tuple[Span, ...] = ()
+    """The span tree, in source order; parents precede children where the source allows."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Turn-level source attributes (account type, request source, ...)."""
+
+
+class Conversation(_Frozen):
+    """One session of a user with the agent: the conversation layer's unit."""
+
+    id: str
+    """Session id (from the source, or derived)."""
+    user_id: str | None = None
+    """The end user, if known."""
+    start: datetime | None = None
+    """Start of the first turn."""
+    end: datetime | None = None
+    """End of the last turn."""
+    turns: tuple[Turn, ...] = ()
+    """The turns, in order."""
+    events: tuple[OutcomeEvent, ...] = ()
+    """Outcome events tied to this conversation (rewards, feedback)."""
+    attributes: dict[str, Any] = Field(default_factory=dict)
+    """Conversation-level source attributes (task id, trial, termination source, ...)."""
+
+
+class Engagement(_Frozen):
+    """One user's sessions and outcome events within a window: the engagement layer's unit."""
+
+    id: str
+    """Stable id derived from user and window."""
+    user_id: str
+    """The user."""
+    window_start: datetime | None = None
+    """Start of the window."""
+    window_end: datetime | None = None
+    """End of the window; events after it are unobserved (censored)."""
+    conversation_ids: tuple[str, ...] = ()
+    """The user's sessions in the window, in time order."""
+    events: tuple[OutcomeEvent, ...] = ()
+    """Outcome events of the user in the window."""

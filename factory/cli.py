@@ -1,0 +1,185 @@
+"""The `agent-factory` command line: thin wrappers that parse options, call the library, and print.
+
+Exit codes: 0 success; 1 an error of the user's input (spec, pack, option, file); 2 a usage error (typer);
+3 some records were quarantined (everything else was ingested).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from adapters.base import adapter_names, get_adapter
+from adapters.exceptions import AgentFactoryError
+from factory.store import DEFAULT_STORE, Store
+
+EXIT_USER_ERROR = 1
+EXIT_QUARANTINED = 3
+MAX_ERROR_LINES = 50
+
+app = typer.Typer(
+    name="agent-factory",
+    help="Closed-loop evaluation of LLM agents: simulate or ingest traces, then inspect the store.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+StoreOpt = Annotated[
+    Path,
+    typer.Option("--store", envvar="AGENT_FACTORY_STORE", help="DuckDB store file.", show_default=True),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout.")]
+PackOpt = Annotated[
+    str, typer.Option("--pack", envvar="AGENT_FACTORY_PACK", help="Knowledge pack: a built-in name or a YAML path.")
+]
+
+
+def _fail(e: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {e}", soft_wrap=True)
+    return typer.Exit(EXIT_USER_ERROR)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def _progress(*, quiet: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=quiet or not err.is_terminal, transient=True,
+    )
+
+
+@app.command()
+def simulate(
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory to write traces and ground truth into.")] = Path(
+        "sim"
+    ),
+    users: Annotated[int, typer.Option("--users", min=1, help="Number of simulated users.")] = 1136,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed: same seed, same bytes.")] = 0,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="YAML or JSON file with more simulator knobs (SimConfig).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write simulated traffic of a business-analysis agent (OTLP JSON lines) with its ground truth."""
+    from factory.simulate import SimConfig, simulate as run_sim
+
+    try:
+        knobs: dict[str, Any] = {}
+        if config is not None:
+            import yaml
+
+            knobs = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
+        cfg = SimConfig.model_validate({**knobs, "users": users, "seed": seed})
+        with _progress(quiet=as_json) as progress:
+            task = progress.add_task("simulating users", total=users)
+            summary = run_sim(cfg, out_dir, progress=lambda done, total: progress.update(task, completed=done))
+    except (AgentFactoryError, ValueError, OSError) as e:
+        raise _fail(e) from e
+    data = summary.model_dump(mode="json")
+    if as_json:
+        _emit_json(data)
+        return
+    out.print(f"wrote simulated traffic to {out_dir}")
+    for k, v in data.items():
+        out.print(f"  {k}: {v}")
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="Trace files or directories to ingest.")],
+    store: StoreOpt = DEFAULT_STORE,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())),
+    ] = None,
+    pack: PackOpt = "default",
+    as_json: JsonOpt = False,
+) -> None:
+    """Read trace files into the store: each file atomically, bad records quarantined with a reason."""
+    from factory.ingest import ingest_paths
+    from knowledge_packs import load_pack
+
+    try:
+        if fmt is not None:
+            get_adapter(fmt)
+        kp = load_pack(pack)
+        with Store(store) as st, _progress(quiet=as_json) as progress:
+            task = progress.add_task("ingesting", total=None)
+            report = ingest_paths(
+                st, paths, fmt=fmt, pack=kp,
+                on_file=lambda p: progress.update(task, description=f"ingesting {p.name}"),
+                on_record=lambda n: progress.update(task, completed=n),
+            )
+    except AgentFactoryError as e:
+        raise _fail(e) from e
+    if as_json:
+        _emit_json(report.model_dump(mode="json"))
+    else:
+        for e in report.errors[:MAX_ERROR_LINES]:
+            where = f"{e.location}: {e.field}" if e.field else e.location
+            err.print(f"{e.source}: {where}: {e.message}", soft_wrap=True, markup=False)
+        more = len(report.errors) - MAX_ERROR_LINES + report.errors_not_shown
+        if more > 0:
+            err.print(f"... and {more} more quarantined records (see --json, or the store's quarantine table)")
+        skipped = sum(1 for f in report.files if f.status == "already-ingested")
+        out.print(
+            f"read {report.read}, accepted {report.accepted}, quarantined {report.quarantined} "
+            f"from {len(report.files)} file(s)" + (f"; {skipped} already ingested, unchanged" if skipped else "")
+            + f" -> {store}"
+        )
+    if report.quarantined:
+        raise typer.Exit(EXIT_QUARANTINED)
+
+
+@app.command()
+def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+    """Counts of real traffic in the store (turns, sessions, users, spans) and turns per segment."""
+    if not store.exists():
+        raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
+    try:
+        with Store(store, read_only=True) as st:
+            data = st.counts()
+    except AgentFactoryError as e:
+        raise _fail(e) from e
+    if as_json:
+        _emit_json(data)
+        return
+    table = Table(title=f"store {store}", show_header=True)
+    table.add_column("real traffic")
+    table.add_column("count", justify="right")
+    for k in ("turns", "sessions", "users", "spans"):
+        table.add_row(k, f"{data[k]:,}")
+    if data["turns"]:
+        table.add_row("spans per turn", f"{data['spans'] / data['turns']:.2f}")
+    out.print(table)
+    seg = Table(title="turns by segment (only 'real' is analysed)")
+    seg.add_column("segment")
+    seg.add_column("turns", justify="right")
+    seg.add_column("share", justify="right")
+    total = sum(data["segments"].values()) or 1
+    for name, n in data["segments"].items():
+        seg.add_row(name, f"{n:,}", f"{n / total:.1%}")
+    out.print(seg)
+    out.print(
+        f"quarantined records: {data['all']['quarantined']:,}; turns with incomplete evidence: "
+        f"{data['all']['incomplete_evidence_turns']:,}; turns with injection flags: "
+        f"{data['all']['turns_with_injection_flags']:,}"
+    )
+
+
+def main() -> None:  # pragma: no cover - console entry
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    app()

@@ -1,0 +1,293 @@
+"""Ingest: files -> adapter stream -> provenance -> store, one atomic transaction per file.
+
+Spans that arrive on their own (OTel formats) are staged in a temporary table and grouped into turns per
+trace after the file is read, so memory is bounded by the largest trace, not by the file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from adapters.assemble import assemble_turn, check_trace
+from adapters.base import Adapter, Quarantine, detect, get_adapter
+from adapters.exceptions import SpecError
+from adapters.model import Conversation, OutcomeEvent, Span, Turn
+from evaluators.provenance import provenance_record
+from factory.store import (
+    SPAN_COLUMNS,
+    Batch,
+    Store,
+    conversation_row,
+    dumps,
+    event_row,
+    span_from_row,
+    span_row,
+    turn_row,
+)
+from knowledge_packs import KnowledgePack
+
+MAX_REPORTED_ERRORS = 1000
+"""Errors kept in the report per run; the store keeps every quarantined record."""
+
+
+class IngestError(BaseModel):
+    """One quarantined record, as reported to the user."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    """The input file."""
+    location: str
+    """Which record in it."""
+    field: str | None = None
+    """The offending field, when one can be named."""
+    message: str
+    """What is wrong."""
+
+
+class FileReport(BaseModel):
+    """What ingest did with one file."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    path: str
+    """The input file."""
+    format: str | None
+    """Adapter used, or None if no adapter could read the file."""
+    status: str
+    """`ingested`, `already-ingested` (same content seen before: nothing changed) or `rejected`."""
+    read: int = 0
+    """Records read from the file."""
+    accepted: int = 0
+    """Records stored."""
+    quarantined: int = 0
+    """Records rejected with a reason (read = accepted + quarantined)."""
+
+
+class IngestReport(BaseModel):
+    """Totals over all files of one `ingest` call (the `--json` output)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    read: int
+    """Records read."""
+    accepted: int
+    """Records stored."""
+    quarantined: int
+    """Records rejected with a reason."""
+    files: list[FileReport]
+    """Per-file outcome."""
+    errors: list[IngestError]
+    """The quarantined records (at most `MAX_REPORTED_ERRORS`; all are in the store)."""
+    errors_not_shown: int = Field(default=0, ge=0)
+    """How many errors were left out of `errors`."""
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of the file's bytes: the source id, which makes re-ingesting the same file a no-op."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def expand_paths(paths: Iterable[Path]) -> list[Path]:
+    """Files as given, directories expanded to their files (sorted, hidden files and truth files skipped)."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out.extend(
+                f for f in sorted(p.rglob("*"))
+                if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                and f.suffix in {".json", ".jsonl", ".ndjson"} and not f.name.startswith(("truth", "config"))
+            )
+        elif p.exists():
+            out.append(p)
+        else:
+            raise SpecError(f"{p}: no such file or directory")
+    return out
+
+
+class _FileWriter:
+    """Buffers the rows of one file and applies provenance on the way in."""
+
+    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack) -> None:
+        con = store.con
+        self.source_id, self.path, self.pack = source_id, path, pack
+        self.spans = Batch(con, "spans")
+        self.turns = Batch(con, "turns")
+        self.conversations = Batch(con, "conversations")
+        self.events = Batch(con, "events")
+        self.provenance = Batch(con, "provenance")
+        self.staged = Batch(con, "staged_spans")
+        self.quarantine = Batch(con, "quarantine")
+        self.con = con
+        self.accepted = 0
+        self.quarantined = 0
+        self.errors: list[Quarantine] = []
+        self.seen_conversations: set[str] = set()
+        self.staged_count = 0
+
+    def reject(self, q: Quarantine) -> None:
+        self.quarantined += 1
+        self.errors.append(q) if len(self.errors) < MAX_REPORTED_ERRORS else None
+        self.quarantine.add(
+            {"source_id": self.source_id, "path": self.path, "location": q.location, "field": q.field,
+             "message": q.message}
+        )
+
+    def turn(self, turn: Turn) -> None:
+        rec = provenance_record(turn, self.pack)
+        self.turns.add(turn_row(turn, segment=rec.segment.segment, source_id=self.source_id))
+        self.provenance.add({
+            "turn_id": turn.id, "segment": rec.segment.segment, "record": rec.model_dump_json(),
+            "complete": rec.coverage.complete, "injections": len(rec.injections), "source_id": self.source_id,
+        })
+        for seq, span in enumerate(turn.spans):
+            self.spans.add(span_row(span, seq=seq, source_id=self.source_id))
+
+    def conversation(self, conv: Conversation, location: str) -> None:
+        if conv.id in self.seen_conversations:
+            self.reject(Quarantine(source=self.path, location=location, field="id",
+                                   message=f"duplicate conversation id {conv.id!r} in this file"))
+            return
+        self.seen_conversations.add(conv.id)
+        self.conversations.add(conversation_row(conv, source_id=self.source_id))
+        for t in conv.turns:
+            self.turn(t)
+        for ev in conv.events:
+            self.events.add(event_row(ev, source_id=self.source_id))
+        self.accepted += 1
+
+    def stage(self, span: Span) -> None:
+        self.staged.add(span_row(span, seq=self.staged_count, source_id=self.source_id))
+        self.staged_count += 1
+
+    def assemble_staged(self) -> None:
+        """Group staged spans by trace (in arrival order), check each tree, and write its turn."""
+        self.staged.flush()
+        if not self.staged_count:
+            return
+        cur = self.con.cursor()
+        cur.execute("SELECT * FROM staged_spans ORDER BY trace_id, seq")
+        names = [d[0] for d in cur.description]
+        current: list[Span] = []
+        while rows := cur.fetchmany(5000):
+            for r in rows:
+                span = span_from_row(dict(zip(names, r, strict=True)))
+                if current and current[0].trace_id != span.trace_id:
+                    self._flush_trace(current)
+                    current = []
+                current.append(span)
+        if current:
+            self._flush_trace(current)
+
+    def _flush_trace(self, spans: list[Span]) -> None:
+        kept, bad = check_trace(spans, source=self.path)
+        for q in bad:
+            self.reject(q)
+        if kept:
+            self.turn(assemble_turn(kept))
+        self.accepted += len(kept)
+
+    def flush(self) -> None:
+        for b in (self.spans, self.turns, self.conversations, self.events, self.provenance, self.quarantine):
+            b.flush()
+
+
+def ingest_file(
+    store: Store, path: Path, *, fmt: str | None, pack: KnowledgePack,
+    on_record: Callable[[int], None] | None = None,
+) -> tuple[FileReport, list[Quarantine]]:
+    """Ingest one file atomically. Returns its report and its quarantined records."""
+    source = str(path)
+    try:
+        adapter: Adapter = get_adapter(fmt) if fmt else detect(path)
+    except SpecError as e:
+        q = Quarantine(source=source, location="file", field="format", message=str(e).removeprefix(f"{path}: "))
+        return FileReport(path=source, format=fmt, status="rejected", read=1, quarantined=1), [q]
+    source_id = file_digest(path)
+    if store.has_source(source_id):
+        return FileReport(path=source, format=adapter.name, status="already-ingested"), []
+    read = 0
+    with store.file_transaction() as con:
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE staged_spans ("
+            + ", ".join(f"{n} {t.replace(' NOT NULL', '')}" for n, (t, _) in SPAN_COLUMNS.items()) + ")"
+        )
+        w = _FileWriter(store, source_id=source_id, path=source, pack=pack)
+        for item in _items(adapter, path):
+            read += 1
+            if isinstance(item, Quarantine):
+                w.reject(item)
+            elif isinstance(item, Conversation):
+                w.conversation(item, f"conversation {item.id}")
+            elif isinstance(item, Turn):
+                w.turn(item)
+                w.accepted += 1
+            elif isinstance(item, Span):
+                w.stage(item)
+            elif isinstance(item, OutcomeEvent):
+                w.events.add(event_row(item, source_id=source_id))
+                w.accepted += 1
+            if on_record is not None and read % 1000 == 0:
+                on_record(read)
+        w.assemble_staged()
+        w.flush()
+        con.execute("DROP TABLE staged_spans")
+        if read == 0:
+            w.reject(Quarantine(source=source, location="file", message="no records found (empty file?)"))
+            w.flush()
+            read = 1
+        store.record_source(
+            source_id=source_id, path=source, fmt=adapter.name, read=read, accepted=w.accepted,
+            quarantined=w.quarantined, when=datetime.now(UTC),
+        )
+    if on_record is not None:
+        on_record(read)
+    report = FileReport(path=source, format=adapter.name, status="ingested", read=read, accepted=w.accepted,
+                        quarantined=w.quarantined)
+    return report, w.errors
+
+
+def _items(adapter: Adapter, path: Path) -> Iterator[object]:
+    try:
+        yield from adapter.read(path)
+    except (OSError, UnicodeDecodeError) as e:
+        # An adapter must turn bad data into Quarantine items; this is the backstop for I/O failures.
+        yield Quarantine(source=str(path), location="file", message=f"could not read file: {e}")
+
+
+def ingest_paths(
+    store: Store, paths: Iterable[Path], *, fmt: str | None = None, pack: KnowledgePack,
+    on_file: Callable[[Path], None] | None = None, on_record: Callable[[int], None] | None = None,
+) -> IngestReport:
+    """Ingest every file (directories expanded); the totals and the quarantined records."""
+    files: list[FileReport] = []
+    errors: list[IngestError] = []
+    hidden = 0
+    for path in expand_paths(paths):
+        if on_file is not None:
+            on_file(path)
+        report, quarantined = ingest_file(store, path, fmt=fmt, pack=pack, on_record=on_record)
+        files.append(report)
+        for q in quarantined:
+            if len(errors) < MAX_REPORTED_ERRORS:
+                errors.append(IngestError(source=q.source, location=q.location, field=q.field, message=q.message))
+            else:
+                hidden += 1
+        hidden += max(report.quarantined - len(quarantined), 0)
+    return IngestReport(
+        read=sum(f.read for f in files), accepted=sum(f.accepted for f in files),
+        quarantined=sum(f.quarantined for f in files), files=files, errors=errors, errors_not_shown=hidden,
+    )
+
+
+__all__ = ["FileReport", "IngestError", "IngestReport", "dumps", "expand_paths", "file_digest", "ingest_file",
+           "ingest_paths"]

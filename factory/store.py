@@ -1,0 +1,299 @@
+"""The embedded store: one DuckDB file holding units of all four layers, provenance and quarantined records.
+
+Writes go through `Store.file_transaction`, one transaction per input file, so a crash mid-file leaves
+nothing of that file behind (DuckDB does not replay an uncommitted transaction from its WAL). Rows are
+appended in Arrow batches: row-at-a-time inserts would dominate ingest time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
+
+SCHEMA_VERSION = 1
+DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+# Column name -> (DuckDB type, Arrow type). One table definition drives DDL, Arrow batches and reads.
+SPAN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "trace_id": ("VARCHAR NOT NULL", pa.string()),
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "parent_id": ("VARCHAR", pa.string()),
+    "seq": ("INTEGER", pa.int32()),
+    "kind": ("VARCHAR", pa.string()),
+    "name": ("VARCHAR", pa.string()),
+    "input": ("VARCHAR", pa.string()),
+    "output": ("VARCHAR", pa.string()),
+    "status": ("VARCHAR", pa.string()),
+    "error": ("VARCHAR", pa.string()),
+    "start_time": ("TIMESTAMPTZ", _TS),
+    "end_time": ("TIMESTAMPTZ", _TS),
+    "duration_ms": ("DOUBLE", pa.float64()),
+    "model": ("VARCHAR", pa.string()),
+    "tokens_in": ("BIGINT", pa.int64()),
+    "tokens_out": ("BIGINT", pa.int64()),
+    "tokens_total": ("BIGINT", pa.int64()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+TURN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "conversation_id": ("VARCHAR NOT NULL", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "idx": ("INTEGER", pa.int32()),
+    "request": ("VARCHAR", pa.string()),
+    "answer": ("VARCHAR", pa.string()),
+    "mode": ("VARCHAR", pa.string()),
+    "delivery": ("VARCHAR", pa.string()),
+    "start_time": ("TIMESTAMPTZ", _TS),
+    "end_time": ("TIMESTAMPTZ", _TS),
+    "latency_ms": ("DOUBLE", pa.float64()),
+    "n_spans": ("INTEGER", pa.int32()),
+    "attributes": ("VARCHAR", pa.string()),
+    "segment": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+CONVERSATION_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+EVENT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "kind": ("VARCHAR", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "conversation_id": ("VARCHAR", pa.string()),
+    "time": ("TIMESTAMPTZ", _TS),
+    "value": ("VARCHAR", pa.string()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+PROVENANCE_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "turn_id": ("VARCHAR NOT NULL", pa.string()),
+    "segment": ("VARCHAR", pa.string()),
+    "record": ("VARCHAR", pa.string()),
+    "complete": ("BOOLEAN", pa.bool_()),
+    "injections": ("INTEGER", pa.int32()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+QUARANTINE_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "source_id": ("VARCHAR", pa.string()),
+    "path": ("VARCHAR", pa.string()),
+    "location": ("VARCHAR", pa.string()),
+    "field": ("VARCHAR", pa.string()),
+    "message": ("VARCHAR", pa.string()),
+}
+TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], str]] = {
+    "spans": (SPAN_COLUMNS, "PRIMARY KEY (trace_id, id)"),
+    "turns": (TURN_COLUMNS, "PRIMARY KEY (id)"),
+    "conversations": (CONVERSATION_COLUMNS, "PRIMARY KEY (id)"),
+    "events": (EVENT_COLUMNS, "PRIMARY KEY (id)"),
+    "provenance": (PROVENANCE_COLUMNS, "PRIMARY KEY (turn_id)"),
+    "quarantine": (QUARANTINE_COLUMNS, ""),
+}
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON for stored attribute maps (sorted keys, so equal content is equal bytes)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def span_row(span: Span, *, seq: int, source_id: str) -> dict[str, Any]:
+    t = span.tokens
+    return {
+        "trace_id": span.trace_id, "id": span.id, "parent_id": span.parent_id, "seq": seq, "kind": span.kind,
+        "name": span.name, "input": span.input, "output": span.output, "status": span.status,
+        "error": span.error, "start_time": span.start, "end_time": span.end, "duration_ms": span.duration_ms,
+        "model": span.model, "tokens_in": t.input if t else None, "tokens_out": t.output if t else None,
+        "tokens_total": t.total if t else None, "attributes": dumps(span.attributes), "source_id": source_id,
+    }
+
+
+def turn_row(turn: Turn, *, segment: str, source_id: str) -> dict[str, Any]:
+    return {
+        "id": turn.id, "conversation_id": turn.conversation_id, "user_id": turn.user_id, "idx": turn.index,
+        "request": turn.request, "answer": turn.answer, "mode": turn.mode, "delivery": turn.delivery,
+        "start_time": turn.start, "end_time": turn.end, "latency_ms": turn.latency_ms,
+        "n_spans": len(turn.spans), "attributes": dumps(turn.attributes), "segment": segment,
+        "source_id": source_id,
+    }
+
+
+def conversation_row(conv: Conversation, *, source_id: str) -> dict[str, Any]:
+    return {"id": conv.id, "user_id": conv.user_id, "attributes": dumps(conv.attributes), "source_id": source_id}
+
+
+def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:
+    return {
+        "id": ev.id, "kind": ev.kind, "user_id": ev.user_id, "conversation_id": ev.conversation_id,
+        "time": ev.time, "value": dumps(ev.value), "attributes": dumps(ev.attributes), "source_id": source_id,
+    }
+
+
+def span_from_row(row: dict[str, Any]) -> Span:
+    tokens = None
+    if any(row[k] is not None for k in ("tokens_in", "tokens_out", "tokens_total")):
+        tokens = TokenUsage(input=row["tokens_in"], output=row["tokens_out"], total=row["tokens_total"])
+    return Span(
+        id=row["id"], trace_id=row["trace_id"], parent_id=row["parent_id"], kind=row["kind"], name=row["name"],
+        input=row["input"], output=row["output"], status=row["status"], error=row["error"],
+        start=row["start_time"], end=row["end_time"], duration_ms=row["duration_ms"], model=row["model"],
+        tokens=tokens, attributes=json.loads(row["attributes"]),
+    )
+
+
+class Batch:
+    """Rows waiting to be appended to one table, flushed as one Arrow table."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, table: str, *, size: int = 20_000) -> None:
+        self.con, self.table, self.size = con, table, size
+        columns = TABLES[table][0] if table in TABLES else SPAN_COLUMNS
+        self.schema = pa.schema([(name, typ) for name, (_, typ) in columns.items()])
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        arrow = pa.Table.from_pylist(self.rows, schema=self.schema)  # noqa: F841 - scanned by name below
+        conflict = "" if self.table in ("quarantine", "staged_spans") else " ON CONFLICT DO NOTHING"
+        self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow{conflict}")
+        self.rows.clear()
+
+
+class Store:
+    """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
+
+    def __init__(self, path: Path | str = DEFAULT_STORE, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = duckdb.connect(str(self.path), read_only=read_only)
+        # Timestamps come back as UTC whatever the machine's zone, so reads are reproducible.
+        self.con.execute("SET TimeZone = 'UTC'")
+        if not read_only:
+            self._create()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+    def _create(self) -> None:
+        c = self.con
+        c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        c.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS sources (source_id VARCHAR PRIMARY KEY, path VARCHAR, format VARCHAR,"
+            " ingested_at TIMESTAMPTZ, read INTEGER, accepted INTEGER, quarantined INTEGER)"
+        )
+        for table, (cols, key) in TABLES.items():
+            body = ", ".join(f"{name} {typ}" for name, (typ, _) in cols.items())
+            c.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body}{', ' + key if key else ''})")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def has_source(self, source_id: str) -> bool:
+        return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None
+
+    @contextmanager
+    def file_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """All writes of one input file: committed together or not at all."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield self.con
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def record_source(
+        self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
+        when: datetime,
+    ) -> None:
+        self.con.execute(
+            "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [source_id, path, fmt, when, read, accepted, quarantined],
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, Any]:
+        """Headline counts over real traffic, plus turns per segment and store-wide totals."""
+        c = self.con
+        real = c.execute(
+            "SELECT count(*), count(DISTINCT conversation_id), count(DISTINCT user_id), coalesce(sum(n_spans), 0)"
+            " FROM turns WHERE segment = 'real'"
+        ).fetchone()
+        assert real is not None
+        segments = dict(c.execute("SELECT segment, count(*) FROM turns GROUP BY segment ORDER BY segment").fetchall())
+        totals = c.execute(
+            "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM spans), (SELECT count(*) FROM events),"
+            " (SELECT count(*) FROM quarantine), (SELECT count(*) FROM sources),"
+            " (SELECT count(*) FROM provenance WHERE NOT complete), (SELECT count(*) FROM provenance WHERE injections > 0)"
+        ).fetchone()
+        assert totals is not None
+        modes = dict(
+            c.execute(
+                "SELECT coalesce(mode, 'unknown'), count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        )
+        delivery = dict(
+            c.execute("SELECT delivery, count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1").fetchall()
+        )
+        return {
+            "turns": real[0], "sessions": real[1], "users": real[2], "spans": int(real[3]),
+            "segments": segments,
+            "modes": modes,
+            "delivery": delivery,
+            "all": {
+                "turns": totals[0], "spans": totals[1], "events": totals[2], "quarantined": totals[3],
+                "sources": totals[4], "incomplete_evidence_turns": totals[5], "turns_with_injection_flags": totals[6],
+            },
+        }
+
+    def iter_turns(self, *, segment: str | None = "real", batch: int = 2000) -> Iterator[Turn]:
+        """Turns with their spans, in conversation order; memory bounded by `batch` turns."""
+        where = "WHERE t.segment = ?" if segment is not None else ""
+        params = [segment] if segment is not None else []
+        cur = self.con.cursor()
+        cur.execute(
+            f"SELECT t.* FROM turns t {where} ORDER BY t.conversation_id, t.idx, t.start_time, t.id", params
+        )
+        names = [d[0] for d in cur.description]
+        while rows := cur.fetchmany(batch):
+            turn_rows = [dict(zip(names, r, strict=True)) for r in rows]
+            ids = [r["id"] for r in turn_rows]
+            spans: dict[str, list[Span]] = {i: [] for i in ids}
+            sc = self.con.cursor()
+            sc.execute("SELECT * FROM spans WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id, seq", [ids])
+            snames = [d[0] for d in sc.description]
+            for srow in sc.fetchall():
+                s = span_from_row(dict(zip(snames, srow, strict=True)))
+                spans[s.trace_id].append(s)
+            for r in turn_rows:
+                yield Turn(
+                    id=r["id"], conversation_id=r["conversation_id"], user_id=r["user_id"], index=r["idx"],
+                    request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
+                    start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
+                    spans=tuple(spans[r["id"]]), attributes=json.loads(r["attributes"]),
+                )

@@ -1,0 +1,1 @@
+"""K: knowledge packs."""

@@ -1,0 +1,117 @@
+"""Ingest into the store: idempotence, atomicity per file, read = accepted + quarantined, round trips."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from factory.ingest import ingest_paths
+from factory.store import Store
+from knowledge_packs import load_pack
+from tests.conftest import REPO
+
+_spec = importlib.util.spec_from_file_location("ingest_bench", REPO / "bench" / "ingest_bench.py")
+assert _spec and _spec.loader
+ingest_bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(ingest_bench)
+
+
+def _table_counts(store: Store) -> dict[str, int]:
+    return {
+        t: store.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+        for t in ("spans", "turns", "conversations", "events", "provenance", "quarantine", "sources")
+    }
+
+
+def _chat_file(path: Path, n: int) -> Path:
+    with open(path, "w", encoding="utf-8") as f:
+        for i in range(n):
+            f.write(json.dumps({
+                "id": f"conv-{i}", "user_id": f"user-{i % 3}",
+                "messages": [
+                    {"role": "user", "content": f"what were sales in week {i}?"},
+                    {"role": "assistant", "content": f"Sales in week {i} were {100 + i} units."},
+                ],
+            }) + "\n")
+    return path
+
+
+def test_ingest_is_idempotent_by_content(tmp_path: Path) -> None:
+    src = ingest_bench.write_synthetic_otlp(tmp_path / "a.otlp.jsonl", spans=400)
+    copy = tmp_path / "copy-of-a.jsonl"
+    copy.write_bytes(src.read_bytes())
+    pack = load_pack("default")
+    with Store(tmp_path / "s.duckdb") as st:
+        first = ingest_paths(st, [src], pack=pack)
+        before = _table_counts(st)
+        again = ingest_paths(st, [src, copy], pack=pack)
+        after = _table_counts(st)
+    assert first.read == 400 and first.accepted == 400 and first.quarantined == 0
+    assert before["spans"] == 400 and before["turns"] > 100
+    assert [f.status for f in again.files] == ["already-ingested", "already-ingested"]
+    assert again.read == 0 and after == before
+
+
+def test_read_equals_accepted_plus_quarantined(tmp_path: Path) -> None:
+    src = _chat_file(tmp_path / "chat.jsonl", 5)
+    with open(src, "a", encoding="utf-8") as f:
+        f.write('{"id": "broken", "messages": [{"role": "user", "content": "hi"}\n')  # truncated JSON
+        f.write(json.dumps({"id": "conv-1", "messages": [{"role": "user", "content": "dup"}]}) + "\n")
+    with Store(tmp_path / "s.duckdb") as st:
+        rep = ingest_paths(st, [src], pack=load_pack("default"))
+        counts = _table_counts(st)
+    assert (rep.read, rep.accepted, rep.quarantined) == (7, 5, 2)
+    assert counts["conversations"] == 5 and counts["turns"] == 5 and counts["quarantine"] == 2
+    locations = sorted(e.location for e in rep.errors)
+    assert locations == ["line 6", "line 7"]
+    assert {e.field for e in rep.errors} >= {"id"}
+
+
+def test_turns_round_trip_with_spans(tmp_path: Path) -> None:
+    src = tmp_path / "t.otlp.jsonl"
+    ingest_bench.write_synthetic_otlp(src, spans=50)
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [src], pack=load_pack("default"))
+        turns = list(st.iter_turns(segment=None))
+    assert sum(len(t.spans) for t in turns) == 50
+    first = json.loads(src.read_text(encoding="utf-8").splitlines()[0])
+    spans = first["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    t0 = next(t for t in turns if t.id == spans[0]["traceId"])
+    assert [s.id for s in t0.spans] == [s["spanId"] for s in spans]
+    assert t0.spans[0].parent_id is None and all(s.parent_id == spans[0]["spanId"] for s in t0.spans[1:])
+    assert t0.request == "show me sales for region 0"
+    assert t0.delivery == "delivered" and t0.latency_ms == pytest.approx(40_000.0)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
+    small = tmp_path / "small.otlp.jsonl"
+    big = tmp_path / "big.otlp.jsonl"
+    ingest_bench.write_synthetic_otlp(small, spans=100, seed=1)
+    ingest_bench.write_synthetic_otlp(big, spans=300_000, seed=2)
+    store = tmp_path / "s.duckdb"
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    cli = [sys.executable, "-m", "factory", "ingest", "--store", str(store)]
+    assert subprocess.run([*cli, str(small)], env=env, capture_output=True, check=False).returncode == 0
+    proc = subprocess.Popen([*cli, str(big)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(4.0)
+    assert proc.poll() is None, "ingest finished before it could be killed; make the file bigger"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with Store(store) as st:
+        counts = _table_counts(st)
+        paths = [r[0] for r in st.con.execute("SELECT path FROM sources").fetchall()]
+    assert paths == [str(small)]
+    assert counts["spans"] == 100
+    # The interrupted file is ingested whole on the next try.
+    assert subprocess.run([*cli, str(big)], env=env, capture_output=True, check=False).returncode == 0
+    with Store(store) as st:
+        assert _table_counts(st)["spans"] == 300_100
