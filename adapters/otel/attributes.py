@@ -158,6 +158,8 @@ def token_count(attrs: Mapping[str, Any], key: str) -> int | None:
 def _first_count(attrs: Mapping[str, Any], keys: Sequence[str]) -> int | None:
     found = None
     for key in keys:
+        if key not in attrs:
+            continue
         n = token_count(attrs, key)  # every present key is checked, so a bad duplicate is still reported
         if found is None:
             found = n
@@ -177,6 +179,8 @@ def token_usage(attrs: Mapping[str, Any]) -> TokenUsage | None:
 
 
 def _json_strings(value: Any) -> str | None:
+    if value is None:
+        return None
     # Vercel writes embedding inputs as JSON-encoded strings (`"\"text\""`), one per value.
     items = value if isinstance(value, list) else [value]
     out = []
@@ -195,43 +199,52 @@ def _json_strings(value: Any) -> str | None:
 
 def input_text(attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """The span's input text and the attribute key it was copied from verbatim (None if it was rendered)."""
-    return _pick(attrs, _INPUT_RULES)
+    return _pick(attrs, _INPUT_RULES, _key_index(attrs))
 
 
 def output_text(attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
     """The span's output text and the attribute key it was copied from verbatim (None if it was rendered)."""
-    return _pick(attrs, _OUTPUT_RULES)
+    return _pick(attrs, _OUTPUT_RULES, _key_index(attrs))
 
 
-def _verbatim(key: str) -> tuple[str, Any]:
-    return key, lambda a: _text(a.get(key))
+def _key_index(attrs: Mapping[str, Any]) -> str:
+    # One string of all keys, so "is any key under prefix P" is one C-level substring search per rule.
+    return "\n" + "\n".join(attrs)
 
 
-def _rendered(key: str) -> tuple[None, Any]:
-    return None, lambda a: render_messages(a.get(key)) if a.get(key) not in (None, "") else None
+_Rule = tuple[str | None, str, Any]
+"""(key copied verbatim or None, key prefix that must be present, text function)."""
 
 
-_INPUT_RULES: tuple[tuple[str | None, Any], ...] = (
+def _verbatim(key: str) -> _Rule:
+    return key, key, lambda a: _text(a.get(key))
+
+
+def _rendered(key: str) -> _Rule:
+    return None, key, lambda a: render_messages(a.get(key)) if a.get(key) not in (None, "") else None
+
+
+_INPUT_RULES: tuple[_Rule, ...] = (
     _verbatim("input.value"),
     _rendered("gen_ai.input.messages"),
-    (None, lambda a: render_openinference(a, "llm.input_messages")),
+    (None, "llm.input_messages.", lambda a: render_openinference(a, "llm.input_messages")),
     _rendered("gen_ai.prompt"),
-    (None, lambda a: render_indexed_genai(a, "gen_ai.prompt")),
+    (None, "gen_ai.prompt.", lambda a: render_indexed_genai(a, "gen_ai.prompt")),
     _rendered("ai.prompt.messages"),
     _rendered("ai.prompt"),
     _verbatim("gen_ai.tool.call.arguments"),
     _verbatim("ai.toolCall.args"),
     _verbatim("ai.toolCall.input"),
-    (None, lambda a: _json_strings(a["ai.values"]) if "ai.values" in a else None),
-    (None, lambda a: _json_strings(a["ai.value"]) if "ai.value" in a else None),
+    (None, "ai.values", lambda a: _json_strings(a.get("ai.values"))),
+    (None, "ai.value", lambda a: _json_strings(a.get("ai.value"))),
     _verbatim("input"),
 )
-_OUTPUT_RULES: tuple[tuple[str | None, Any], ...] = (
+_OUTPUT_RULES: tuple[_Rule, ...] = (
     _verbatim("output.value"),
     _rendered("gen_ai.output.messages"),
-    (None, lambda a: render_openinference(a, "llm.output_messages")),
+    (None, "llm.output_messages.", lambda a: render_openinference(a, "llm.output_messages")),
     _rendered("gen_ai.completion"),
-    (None, lambda a: render_indexed_genai(a, "gen_ai.completion")),
+    (None, "gen_ai.completion.", lambda a: render_indexed_genai(a, "gen_ai.completion")),
     _verbatim("ai.response.text"),
     _verbatim("ai.response.object"),
     _verbatim("gen_ai.tool.call.result"),
@@ -241,8 +254,10 @@ _OUTPUT_RULES: tuple[tuple[str | None, Any], ...] = (
 )
 
 
-def _pick(attrs: Mapping[str, Any], rules: Sequence[tuple[str | None, Any]]) -> tuple[str | None, str | None]:
-    for key, fn in rules:
+def _pick(attrs: Mapping[str, Any], rules: Sequence[_Rule], keys: str) -> tuple[str | None, str | None]:
+    for key, gate, fn in rules:
+        if "\n" + gate not in keys:
+            continue
         text = fn(attrs)
         if text is not None:
             return text, key
@@ -251,8 +266,9 @@ def _pick(attrs: Mapping[str, Any], rules: Sequence[tuple[str | None, Any]]) -> 
 
 def map_attributes(attrs: Mapping[str, Any], name: str = "") -> Mapped:
     """All typed fields of one span; raises `AttributeValueError` on a bad token count."""
-    inp, in_key = input_text(attrs)
-    out, out_key = output_text(attrs)
+    keys = _key_index(attrs)
+    inp, in_key = _pick(attrs, _INPUT_RULES, keys)
+    out, out_key = _pick(attrs, _OUTPUT_RULES, keys)
     return Mapped(
         kind=span_kind(attrs, name),
         input=inp,

@@ -34,7 +34,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Decimal):
         return jsonable(float(value)) if not value.is_finite() or value != value.to_integral_value() \
             else int(value)
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [jsonable(v) for v in value]
@@ -54,7 +54,7 @@ def flatten(attrs: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in attrs.items():
         key = f"{prefix}{k}"
-        if isinstance(v, Mapping) and v:
+        if isinstance(v, dict) and v:
             out.update(flatten(v, f"{key}."))
         else:
             out[key] = jsonable(v)
@@ -63,7 +63,7 @@ def flatten(attrs: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def decode_any_value(value: Any, key: str) -> Any:
     """An OTLP/JSON `AnyValue` object as a plain Python value (kvlists as dicts, arrays as lists)."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict):
         raise AttributeValueError(key, f"AnyValue must be an object, got {type(value).__name__}")
     present = [k for k in _SCALAR_KEYS if k in value]
     if not present:
@@ -108,11 +108,11 @@ def decode_any_value(value: Any, key: str) -> Any:
             raise AttributeValueError(key, f"bytesValue must be a base64 string, got {type(raw).__name__}")
         return raw
     if kind == "arrayValue":
-        items = raw.get("values", []) if isinstance(raw, Mapping) else None
+        items = raw.get("values", []) if isinstance(raw, dict) else None
         if not isinstance(items, list):
             raise AttributeValueError(key, "arrayValue must be an object with a `values` list")
         return [decode_any_value(v, f"{key}[{i}]") for i, v in enumerate(items)]
-    items = raw.get("values", []) if isinstance(raw, Mapping) else None
+    items = raw.get("values", []) if isinstance(raw, dict) else None
     if not isinstance(items, list):
         raise AttributeValueError(key, "kvlistValue must be an object with a `values` list")
     return decode_key_values(items, key)
@@ -125,7 +125,7 @@ def decode_key_values(items: Any, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
         where = f"{prefix}[{i}]" if prefix else f"[{i}]"
-        if not isinstance(item, Mapping) or not isinstance(item.get("key"), str):
+        if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise AttributeValueError(where, "attribute must be an object with a string `key`")
         key = item["key"]
         out[key] = decode_any_value(item.get("value", {}), f"{prefix}.{key}" if prefix else key)
@@ -139,7 +139,7 @@ def attribute_dict(raw: Any, container: str) -> dict[str, Any]:
     """
     if raw is None:
         return {}
-    if isinstance(raw, Mapping):
+    if isinstance(raw, dict):
         return flatten(raw)
     if isinstance(raw, list):
         try:

@@ -1,0 +1,52 @@
+"""Flattened spans, one per JSON line or as the items of one JSON array (see `records` for the namings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from adapters.base import AdapterItem, Quarantine, read_head
+from adapters.jsonio import iter_json_array, iter_json_lines
+from adapters.model import Span
+from adapters.otel.records import record_parts
+from adapters.otel.spanbuild import BadField, build_span, quarantine
+from adapters.otel.stream import head_keys
+
+SPAN_ID_KEYS = frozenset({"spanId", "span_id", "spanContext"})
+"""Keys whose presence in a record's top level marks it as a span."""
+
+
+def record_span(rec: object, *, source: str, location: str) -> Span | Quarantine:
+    """One flattened span record as a `Span`, or the `Quarantine` saying why not."""
+    try:
+        return build_span(record_parts(rec))
+    except BadField as e:
+        return quarantine(source, location, e)
+
+
+def is_array_file(head: bytes) -> bool:
+    """True if the file is one JSON array (rather than JSON lines)."""
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"["
+
+
+class FlatSpanLinesAdapter:
+    """Flattened OTel spans: TRAIL's flat export, OTel JS `ReadableSpan` JSON, or flat OTLP-like objects."""
+
+    name = "otel-spans-jsonl"
+    description = "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        array = is_array_file(head)
+        _, keys = head_keys(head, record="first_item" if array else "top")
+        prefix = "item" if array else ""
+        return any(f"{prefix}:{k}" in keys for k in SPAN_ID_KEYS)
+
+    def read(self, path: Path) -> Iterator[AdapterItem]:
+        source = str(path)
+        items = iter_json_array(path, "item") if is_array_file(read_head(path, 4096)) else iter_json_lines(path)
+        for item in items:
+            if isinstance(item, Quarantine):
+                yield item
+            else:
+                location, rec = item
+                yield record_span(rec, source=source, location=location)

@@ -1,0 +1,89 @@
+"""Nested span trees: `{"trace_id": ..., "spans": [root, ...]}` where each span lists its `child_spans`.
+
+This is TRAIL's export (flattened-OTel span fields, OpenInference attributes). Roots are streamed one at a
+time with ijson and each tree is flattened depth-first, parents before children, so memory is bounded by
+the largest root tree rather than by the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from adapters.base import AdapterItem, Quarantine
+from adapters.jsonio import MAX_FIELD_CHARS, find_oversize
+from adapters.model import Span
+from adapters.otel.records import record_parts
+from adapters.otel.spanbuild import BadField, build_span, quarantine
+from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
+
+DANGLING_PARENT_KEY = "otel.parent_span_id"
+"""Attribute keeping the parent a top-level span names when that parent is not in the file (the span is a root)."""
+
+
+def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None) -> Iterator[Span | Quarantine]:
+    """The spans of one root tree, depth-first (parents first); a child without `parent_span_id` gets its
+    enclosing span as parent. A top-level span is always a root: a parent it names is outside the file."""
+    stack: list[tuple[Any, str, str | None, bool]] = [(root, location, None, True)]
+    while stack:
+        node, where, enclosing, top = stack.pop()
+        own_id = node.get("span_id") if isinstance(node, dict) else None
+        item = _node_span(node, source=source, location=where, trace_id=trace_id, enclosing=enclosing, top=top)
+        yield item
+        if not isinstance(node, dict) or node.get("child_spans") is None:
+            continue
+        children = node["child_spans"]
+        if not isinstance(children, list):
+            yield Quarantine(source=source, location=where, field="child_spans",
+                             message=f"child_spans must be a list, got {type(children).__name__}")
+            continue
+        parent = item.id if isinstance(item, Span) else (own_id if isinstance(own_id, str) else None)
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], f"{where}.child_spans[{i}]", parent, False))
+
+
+def _node_span(node: Any, *, source: str, location: str, trace_id: str | None, enclosing: str | None,
+               top: bool) -> Span | Quarantine:
+    try:
+        if isinstance(node, dict):
+            big = find_oversize({k: v for k, v in node.items() if k != "child_spans"}, MAX_FIELD_CHARS)
+            if big:
+                raise BadField(big, f"field longer than {MAX_FIELD_CHARS} characters")
+        parts = record_parts(node, trace_id_default=trace_id)
+        if top and parts.parent_id is not None:
+            parts.extra[DANGLING_PARENT_KEY] = parts.parent_id
+            parts.parent_id = None
+        elif parts.parent_id is None and not top:
+            parts.parent_id = enclosing
+        return build_span(parts)
+    except BadField as e:
+        return quarantine(source, location, e)
+
+
+class NestedSpanTreeAdapter:
+    """Nested span trees (`{"trace_id", "spans": [{..., "child_spans": [...]}]}`), as exported by TRAIL."""
+
+    name = "otel-nested"
+    description = "nested OTel span trees: {trace_id, spans: [span with child_spans]} (TRAIL export)"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        first, keys = head_keys(head, record="top")
+        return first == "{" and ":spans" in keys and bool(
+            {"spans.item:child_spans", "spans.item:span_id"} & keys
+        )
+
+    def read(self, path: Path) -> Iterator[AdapterItem]:
+        source = str(path)
+        trace_id: str | None = None
+        n = 0
+        with open(path, "rb") as f:
+            try:
+                for _what, prefix, value in walk(f, collect=("trace_id", "spans.item")):
+                    if prefix == "trace_id":
+                        trace_id = value if isinstance(value, str) and value else None
+                        continue
+                    yield from flatten_tree(value, source=source, location=f"spans[{n}]", trace_id=trace_id)
+                    n += 1
+            except STREAM_ERRORS as e:
+                yield stream_error(e, source=source, location=f"spans[{n}]")

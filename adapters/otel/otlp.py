@@ -1,0 +1,226 @@
+"""OTLP/JSON traces: one `ExportTraceServiceRequest` document, or one request per line (collector file exporter).
+
+A single document is streamed with ijson events: the resource and scope of each block are kept as context
+and spans are built one at a time, so memory is bounded by one span (plus, only when a block writes its
+spans before its resource or scope, that block's spans). A JSON-lines file is read line by line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from adapters.base import AdapterItem, Quarantine, read_head
+from adapters.jsonio import MAX_FIELD_CHARS, find_oversize, iter_json_lines
+from adapters.model import Span
+from adapters.otel.spanbuild import (
+    BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
+    require_id,
+)
+from adapters.otel.stream import STREAM_ERRORS, stream_error, walk
+from adapters.otel.timeutil import from_unix_nanos
+
+_RS = "resourceSpans.item"
+_SS = f"{_RS}.scopeSpans.item"
+_SPAN = f"{_SS}.spans.item"
+_SPAN_KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
+
+
+@dataclass
+class _Scope:
+    attributes: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def resource_attributes(resource: Any, *, source: str, location: str) -> tuple[dict[str, Any], Quarantine | None]:
+    """A `resource` object's attributes; a bad one is reported once and read as empty."""
+    if resource is None:
+        return {}, None
+    try:
+        if not isinstance(resource, dict):
+            raise BadField("resource", f"resource must be an object, got {type(resource).__name__}")
+        return read_attributes(resource.get("attributes"), "resource.attributes"), None
+    except BadField as e:
+        return {}, quarantine(source, location, e)
+
+
+def scope_context(scope: Any, *, source: str, location: str) -> tuple[_Scope, Quarantine | None]:
+    """An instrumentation `scope`: name / version as `otel.scope.*` extras, plus its attributes."""
+    if scope is None:
+        return _Scope(), None
+    try:
+        if not isinstance(scope, dict):
+            raise BadField("scope", f"scope must be an object, got {type(scope).__name__}")
+        extra = {f"otel.scope.{k}": scope[k] for k in ("name", "version") if scope.get(k) not in (None, "")}
+        return _Scope(read_attributes(scope.get("attributes"), "scope.attributes"), extra), None
+    except BadField as e:
+        return _Scope(), quarantine(source, location, e)
+
+
+def otlp_span(raw: Any, *, resource: Mapping[str, Any], scope: _Scope, source: str, location: str) -> Span | Quarantine:
+    """One OTLP/JSON span object as a `Span`, or the `Quarantine` saying why not."""
+    try:
+        if not isinstance(raw, dict):
+            raise BadField(None, f"span must be an object, got {type(raw).__name__}")
+        attrs = {**resource, **scope.attributes, **read_attributes(raw.get("attributes"), "attributes")}
+        status = raw.get("status") or {}
+        if not isinstance(status, dict):
+            raise BadField("status", f"status must be an object, got {type(status).__name__}")
+        extra = dict(scope.extra)
+        kind = raw.get("kind")
+        if kind not in (None, "", 0):
+            extra["otel.span_kind"] = _SPAN_KINDS.get(kind, str(kind)) if isinstance(kind, int) else \
+                str(kind).removeprefix("SPAN_KIND_")
+        for key, name in (("traceState", "otel.trace_state"), ("links", "otel.links")):
+            if raw.get(key):
+                extra[name] = raw[key]
+        message = status.get("message")
+        parts = SpanParts(
+            trace_id=require_id(raw.get("traceId"), "traceId", encoding="otlp"),
+            span_id=require_id(raw.get("spanId"), "spanId", encoding="otlp"),
+            parent_id=read_id(raw.get("parentSpanId"), "parentSpanId", encoding="otlp"),
+            name=str(raw.get("name") or ""),
+            attributes=attrs,
+            start=read_time(raw.get("startTimeUnixNano"), "startTimeUnixNano", from_unix_nanos),
+            end=read_time(raw.get("endTimeUnixNano"), "endTimeUnixNano", from_unix_nanos),
+            end_field="endTimeUnixNano",
+            status=read_status(status.get("code"), "status.code"),
+            status_message=None if message in (None, "") else str(message),
+            events=read_events(raw.get("events"), "events", from_unix_nanos),
+            extra=extra,
+        )
+        return build_span(parts)
+    except BadField as e:
+        return quarantine(source, location, e)
+
+
+def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]:
+    """The spans of one export request already in memory (one JSON line)."""
+    blocks = obj.get("resourceSpans") if isinstance(obj, dict) else None
+    if not isinstance(blocks, list):
+        yield Quarantine(source=source, location=where, field="resourceSpans",
+                         message="expected an object with a `resourceSpans` list")
+        return
+    for ri, block in enumerate(blocks):
+        rloc = f"{where} resourceSpans[{ri}]"
+        if not isinstance(block, dict):
+            yield Quarantine(source=source, location=rloc, message="resource block must be an object")
+            continue
+        resource, bad = resource_attributes(block.get("resource"), source=source, location=rloc)
+        if bad:
+            yield bad
+        scopes = block.get("scopeSpans") or []
+        if not isinstance(scopes, list):
+            yield Quarantine(source=source, location=rloc, field="scopeSpans", message="scopeSpans must be a list")
+            continue
+        for si, sblock in enumerate(scopes):
+            sloc = f"{rloc}.scopeSpans[{si}]"
+            if not isinstance(sblock, dict) or not isinstance(sblock.get("spans") or [], list):
+                yield Quarantine(source=source, location=sloc, field="spans",
+                                 message="scope block must be an object with a `spans` list")
+                continue
+            scope, bad = scope_context(sblock.get("scope"), source=source, location=sloc)
+            if bad:
+                yield bad
+            for ki, raw in enumerate(sblock.get("spans") or []):
+                yield otlp_span(raw, resource=resource, scope=scope, source=source, location=f"{sloc}.spans[{ki}]")
+
+
+def document_items(path: Path) -> Iterator[AdapterItem]:
+    """Stream one OTLP/JSON document (or several concatenated) span by span."""
+    source = str(path)
+    ri = si = ki = -1
+    resource: dict[str, Any] | None = None
+    scopes: dict[int, _Scope] = {}
+    pending: list[tuple[Any, str, int]] = []
+
+    def loc() -> str:
+        return f"resourceSpans[{ri}].scopeSpans[{si}].spans[{ki}]"
+
+    def flush(final: bool) -> Iterator[AdapterItem]:
+        nonlocal pending
+        keep = []
+        for raw, where, s in pending:
+            if final or (resource is not None and s in scopes):
+                yield otlp_span(raw, resource=resource or {}, scope=scopes.get(s, _Scope()),
+                                source=source, location=where)
+            else:
+                keep.append((raw, where, s))
+        pending = keep
+
+    with open(path, "rb") as f:
+        try:
+            for what, prefix, value in walk(f, collect=(f"{_RS}.resource", f"{_SS}.scope", _SPAN),
+                                            mark=(_RS, _SS), multiple_values=True):
+                if what == "start" and prefix == _RS:
+                    ri, si, resource, scopes = ri + 1, -1, None, {}
+                elif what == "start":
+                    si, ki = si + 1, -1
+                elif what == "end" and prefix == _SS:
+                    scopes.setdefault(si, _Scope())
+                    yield from flush(False)
+                elif what == "end":
+                    yield from flush(True)
+                    resource = None
+                elif prefix.endswith(".resource"):
+                    resource, bad = resource_attributes(value, source=source, location=f"resourceSpans[{ri}]")
+                    if bad:
+                        yield bad
+                    yield from flush(False)
+                elif prefix.endswith(".scope"):
+                    scopes[si], bad = scope_context(value, source=source,
+                                                    location=f"resourceSpans[{ri}].scopeSpans[{si}]")
+                    if bad:
+                        yield bad
+                    yield from flush(False)
+                else:
+                    ki += 1
+                    big = find_oversize(value, MAX_FIELD_CHARS)  # JSON lines are checked by iter_json_lines
+                    if big:
+                        yield Quarantine(source=source, location=loc(), field=big,
+                                         message=f"field longer than {MAX_FIELD_CHARS} characters")
+                    elif resource is not None and si in scopes:
+                        yield otlp_span(value, resource=resource, scope=scopes[si], source=source, location=loc())
+                    else:
+                        pending.append((value, loc(), si))
+        except STREAM_ERRORS as e:
+            yield from flush(True)
+            ki += 1
+            yield stream_error(e, source=source, location=loc() if ri >= 0 else "file")
+
+
+def looks_like_json_lines(head: bytes) -> bool:
+    """True if one of the first complete lines of `head` is a whole export request on its own."""
+    lines = head.split(b"\n")[:-1]  # the last piece may be cut off by the head limit
+    for raw in [ln for ln in lines if ln.strip()][:3]:
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "resourceSpans" in obj:
+            return True
+    return False
+
+
+class OtlpJsonAdapter:
+    """OTLP/JSON trace exports (`{"resourceSpans": [...]}`), as one document or as JSON lines."""
+
+    name = "otlp-json"
+    description = "OTLP/JSON traces: one export request document, or one request per line (collector file exporter)"
+
+    def sniff(self, head: bytes, path: Path) -> bool:
+        return b'"resourceSpans"' in head
+
+    def read(self, path: Path) -> Iterator[AdapterItem]:
+        if not looks_like_json_lines(read_head(path)):
+            yield from document_items(path)
+            return
+        for item in iter_json_lines(path):
+            if isinstance(item, Quarantine):
+                yield item
+            else:
+                where, obj = item
+                yield from request_items(obj, source=str(path), where=where)

@@ -1,0 +1,27 @@
+"""Provenance: prove the evidence before anything is scored (DESIGN.md section 4).
+
+Pure functions over one `adapters.model.Turn` and a `KnowledgePack`: which traffic segment the turn belongs to
+(`segment_turn`), which of its text fields arrived whole (`coverage`), whether any text is addressed to an
+evaluator (`find_injections`, `scan_turn`), all bundled by `provenance_record`. Each module has a `VERSION`
+that its results record.
+"""
+
+from evaluators.provenance.attacks import InjectionFlag, find_injections, scan_turn
+from evaluators.provenance.coverage import Coverage, FieldCoverage, coverage
+from evaluators.provenance.record import VERSION, ProvenanceRecord, provenance_record
+from evaluators.provenance.segments import SegmentEvidence, SegmentResult, segment_turn
+
+__all__ = [
+    "VERSION",
+    "Coverage",
+    "FieldCoverage",
+    "InjectionFlag",
+    "ProvenanceRecord",
+    "SegmentEvidence",
+    "SegmentResult",
+    "coverage",
+    "find_injections",
+    "provenance_record",
+    "scan_turn",
+    "segment_turn",
+]

@@ -1,0 +1,70 @@
+"""The provenance record of one turn: segment, evidence coverage and injection flags, with their versions.
+
+Ingest stores one record per turn; analyses read `usable` (real traffic, no attack on the evaluator) and the
+coverage before trusting a turn's evidence.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from adapters.model import Turn, stable_id
+# Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
+from evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
+from evaluators.provenance.attacks import InjectionFlag, scan_turn
+from evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
+from evaluators.provenance.coverage import Coverage, coverage
+from evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
+from evaluators.provenance.segments import SegmentResult, segment_turn
+from knowledge_packs import KnowledgePack
+
+VERSION = f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION}"
+"""Version of the provenance component's logic (without the pack, whose digest is recorded separately)."""
+
+
+class ProvenanceRecord(BaseModel):
+    """Everything provenance establishes about one turn."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    turn_id: str
+    """The turn."""
+    pack: str
+    """Name of the knowledge pack used."""
+    pack_version: str
+    """That pack's declared version."""
+    pack_digest: str
+    """Content hash of the pack: changes with any edit, even one that forgot to bump `pack_version`."""
+    segment: SegmentResult
+    """Traffic segment and the evidence for it."""
+    coverage: Coverage
+    """Evidence coverage per text field."""
+    injections: tuple[InjectionFlag, ...] = ()
+    """Text addressed to an evaluator, found anywhere in the turn."""
+    attacked: bool
+    """True when there is at least one injection flag: the turn is isolated from evaluation."""
+    usable: bool
+    """Real traffic and not attacked: the turn may enter analysis (coverage is reported, not gated, here)."""
+    version: str = VERSION
+    """Version of the provenance logic."""
+
+    def key(self) -> str:
+        """Cache key of this record's inputs: the logic version, the pack digest and the turn id."""
+        return stable_id(self.version, self.pack_digest, self.turn_id, prefix="prov")
+
+
+def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
+    """Segment, coverage and injection scan of `turn` under `pack`, bundled with their versions."""
+    seg = segment_turn(turn, pack)
+    flags = tuple(scan_turn(turn, pack))
+    return ProvenanceRecord(
+        turn_id=turn.id,
+        pack=pack.name,
+        pack_version=pack.version,
+        pack_digest=pack.digest(),
+        segment=seg,
+        coverage=coverage(turn, pack),
+        injections=flags,
+        attacked=bool(flags),
+        usable=not seg.excluded and not flags,
+    )

@@ -1,0 +1,70 @@
+"""Pure statistics helpers for the analyses (f): proportions, stratified means, clustered intervals,
+agreement and reliability, text similarity.
+
+Every function is deterministic: randomness only through an explicit `seed` or numpy Generator argument.
+Each module has a `VERSION`; a result should record the version of the module whose rule produced it.
+"""
+
+from evaluators.stats.agreement import (
+    ADMISSION_THRESHOLD,
+    Admission,
+    Kappa,
+    admit,
+    cohen_kappa,
+    fleiss_kappa,
+    rating_counts,
+    two_decimals,
+)
+from evaluators.stats.clustered import (
+    ClusterRatio,
+    cluster_bootstrap_ci,
+    cluster_proportion_ci,
+    cluster_ratio_se,
+    cluster_two_proportion_z,
+    mean,
+)
+from evaluators.stats.estimate import Estimate
+from evaluators.stats.proportions import ProportionTest, proportion_ci, two_proportion_z
+from evaluators.stats.reliability import (
+    ICCKind,
+    TwoWayAnova,
+    VarianceComponents,
+    icc,
+    two_way_anova,
+    variance_components,
+)
+from evaluators.stats.stratified import StratifiedEstimate, StratumSummary, stratified_mean
+from evaluators.stats.text import bigram_jaccard, char_bigrams, normalize_text
+
+__all__ = [
+    "ADMISSION_THRESHOLD",
+    "Admission",
+    "ClusterRatio",
+    "Estimate",
+    "ICCKind",
+    "Kappa",
+    "ProportionTest",
+    "StratifiedEstimate",
+    "StratumSummary",
+    "TwoWayAnova",
+    "VarianceComponents",
+    "admit",
+    "bigram_jaccard",
+    "char_bigrams",
+    "cluster_bootstrap_ci",
+    "cluster_proportion_ci",
+    "cluster_ratio_se",
+    "cluster_two_proportion_z",
+    "cohen_kappa",
+    "fleiss_kappa",
+    "icc",
+    "mean",
+    "normalize_text",
+    "proportion_ci",
+    "rating_counts",
+    "stratified_mean",
+    "two_decimals",
+    "two_proportion_z",
+    "two_way_anova",
+    "variance_components",
+]

@@ -1,0 +1,413 @@
+"""Users, sessions and turns: what each simulated turn is (`TurnPlan`), before it is written as spans.
+
+Three random streams per account keep experiments paired: `base` draws the traffic itself, `defect` draws
+the planted defects (a fixed number of draws per turn, so which turns are planted does not move when a rate
+changes), and the span stream (used by `traces`) draws timings and token counts. Planted defects only
+rewrite what is logged, as the study's seeded-defect experiment did: users behave as they did without them,
+so the same seed with and without defects yields the same underlying traffic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from adapters.model import stable_id
+from factory.simulate import texts
+from factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
+from factory.simulate.texts import Request
+
+Segment = Literal["real", "internal", "test", "suggestion", "synthetic"]
+NS = 1_000_000_000
+_ERRORS = ("upstream model timeout", "generation failed: internal error", "rate limited by model provider",
+           "context length exceeded")
+_DEEP_ERRORS = ("task aborted: data source unavailable", "task aborted: planner returned no steps",
+                "task aborted: worker lost")
+
+
+@dataclass(slots=True)
+class Exec:
+    """How the agent executed one turn (natural, before any planted defect)."""
+
+    failed: bool
+    kind: str  # delivered | failed_empty | failed_error | failed_truncated
+    latency_s: float
+    has_thinking: bool
+    has_retrieval: bool
+    extra_llm: bool = False
+    n_tools: int = 0
+    planned_steps: int = 0
+    done_steps: int = 0
+    progress: float | None = None
+
+
+@dataclass(slots=True)
+class TurnPlan:
+    """Everything about one simulated turn: what is logged as spans and what truth records."""
+
+    trace_id: str
+    user_id: str
+    session_id: str
+    turn_index: int
+    segment: Segment
+    account_type: str
+    request_source: str
+    synthetic: bool
+    mode: str
+    request: Request
+    answer: str | None
+    """The logged answer; None when the turn ended in an error (no output recorded)."""
+    delivery: str
+    """Delivery state as the logged evidence shows it (after planted defects)."""
+    natural_delivery: str
+    ex: Exec
+    start_ns: int
+    latency_ns: int
+    error_message: str | None = None
+    is_replay: bool = False
+    is_verbatim_replay: bool = False
+    replay_of: str | None = None
+    redo_of: str | None = None
+    disclosure: bool = False
+    template: bool = False
+    planted: list[str] = field(default_factory=list)
+    injection: str | None = None
+    secrets: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def end_ns(self) -> int:
+        return self.start_ns + self.latency_ns
+
+
+def trace_id(seed: int, *parts: object) -> str:
+    return hashlib.sha256(repr((seed, *parts)).encode()).hexdigest()[:32]
+
+
+def _lognormal(rng: np.random.Generator, median: float, sigma: float) -> float:
+    return median * math.exp(sigma * float(rng.standard_normal()))
+
+
+def _log_uniform(rng: np.random.Generator, lo: float, hi: float) -> float:
+    return math.exp(float(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def _failure_kind(rng: np.random.Generator, c: SimConfig) -> str:
+    u = float(rng.random())
+    if u < c.failure_share_empty:
+        return "failed_empty"
+    return "failed_error" if u < c.failure_share_empty + c.failure_share_error else "failed_truncated"
+
+
+def execute(rng: np.random.Generator, c: SimConfig, d: Derived, mode: str, *, short: bool,
+            propensity: float = 1.0) -> Exec:
+    """Draw whether the turn fails, which chain steps it ran and how long it took."""
+    p_fail = c.short_prompt_failure_rate if short else d.fail_long[mode]
+    failed = float(rng.random()) < min(1.0, p_fail * propensity)
+    kind = _failure_kind(rng, c) if failed else "delivered"
+    if mode == "simple":
+        return Exec(failed, kind, _lognormal(rng, c.latency_gm_simple_s, c.latency_sigma_simple), False, False)
+    if mode == "deep":
+        planned = 1 + int(rng.poisson(c.deep_steps_mean - 1.0))
+        if not failed:
+            lat = _lognormal(rng, c.latency_gm_deep_s, c.latency_sigma_deep)
+            return Exec(False, kind, lat, True, True, planned_steps=planned, done_steps=planned)
+        bound = c.deep_early_stop_progress
+        early = float(rng.random()) < c.deep_early_stop_share
+        progress = float(rng.uniform(0.0, bound) if early else rng.uniform(bound, 0.95))
+        progress = round(max(progress, 0.01), 3)
+        lat = _lognormal(rng, c.deep_stop_latency_median_s, 1.0)
+        return Exec(True, kind, lat, True, progress >= 0.1, planned_steps=planned,
+                    done_steps=int(progress * planned), progress=progress)
+    # normal mode: steps conditional on the outcome, so P(fail | step missing) hits its target
+    has_thinking = float(rng.random()) >= d.p_no_thinking[failed]
+    has_retrieval = float(rng.random()) >= d.p_no_retrieval[failed]
+    u = float(rng.random())
+    band = c.fast_band_s
+    if failed:
+        slow = (1.0 - c.fast_failure_share - d.mid_fail_share) * SLOW_FAILURE_SHORT
+        if u < c.fast_failure_share:
+            lat = _log_uniform(rng, 0.5, band)
+        elif u < c.fast_failure_share + d.mid_fail_share:
+            lat = _log_uniform(rng, 10.0, 120.0)
+        elif u < c.fast_failure_share + d.mid_fail_share + slow:
+            lat = _log_uniform(rng, band, 10.0)
+        else:
+            lat = _log_uniform(rng, 120.0, 600.0)  # timeouts
+    elif u < d.fast_ok_share:
+        lat = _log_uniform(rng, 1.0, FAST_OK_TOP_S)
+    else:
+        lat = math.exp(d.mu_normal_ok + c.latency_sigma_normal * float(rng.standard_normal()))
+    extra_llm = float(rng.random()) < c.normal_extra_llm_rate
+    tools = 1 + int(rng.poisson(0.3)) if float(rng.random()) < c.normal_tool_call_rate else 0
+    return Exec(failed, kind, lat, has_thinking, has_retrieval, extra_llm, 0 if failed else tools)
+
+
+@dataclass(slots=True)
+class _Account:
+    """Per-account state while its sessions are drawn."""
+
+    key: tuple[object, ...]
+    user_id: str
+    segment: Segment
+    account_type: str
+    lang: str
+    rng: np.random.Generator
+    drng: np.random.Generator | None  # planted-defect stream; None when the account gets no defects
+    short_rate: float
+    propensity: float = 1.0
+
+
+class Population:
+    """Draws accounts' sessions as lists of `TurnPlan`, one session at a time (constant memory)."""
+
+    def __init__(self, c: SimConfig, d: Derived) -> None:
+        self.c = c
+        self.d = d
+
+    # --- accounts -----------------------------------------------------------------------------------------
+    def _account(self, segment: Segment, index: int, account_type: str) -> _Account:
+        c = self.c
+        key = (segment, index)
+        rng = np.random.default_rng([c.seed, 0, _SEGMENT_CODE[segment], index])
+        lang = "zh" if float(rng.random()) < c.chinese_share else "en"
+        drng = None
+        if segment == "real":
+            drng = np.random.default_rng([c.seed, 1, index])
+            if float(drng.random()) >= c.defect_user_share:
+                drng = None
+        short = c.short_prompt_rate if segment != "test" else max(c.short_prompt_rate, 0.3)
+        shape = c.failure_user_shape
+        propensity = float(rng.gamma(shape, 1.0 / shape)) if segment == "real" and shape > 0 else 1.0
+        return _Account(key, stable_id(c.seed, *key, prefix="u_"), segment, account_type, lang, rng, drng, short,
+                        propensity)
+
+    def real_user(self, index: int) -> Iterator[list[TurnPlan]]:
+        """A real user's sessions in time order, with their suggestion-click sessions interleaved."""
+        c, d = self.c, self.d
+        acc = self._account("real", index, "external")
+        rng = acc.rng
+        lam = math.exp(d.sessions_mu + c.sessions_per_user_sigma * float(rng.standard_normal()))
+        n_sessions = 1 + (int(rng.poisson(lam)) if math.isfinite(d.sessions_mu) else 0)
+        t = c.start.timestamp() + float(rng.uniform(0.0, c.period_days * 86400.0))
+        prev: TurnPlan | None = None
+        for j in range(n_sessions):
+            turns = self._session(acc, j, int(t * NS), self._turn_count(rng), prev)
+            yield turns
+            last = turns[-1]
+            median = c.return_median_after_failure_s if last.ex.failed else c.return_median_after_success_s
+            gap = _lognormal(rng, median, c.return_gap_sigma)
+            end = last.end_ns / NS
+            clicks = int(rng.poisson(d.suggestion_per_turn * len(turns)))
+            for m in range(clicks):
+                at = end + float(rng.uniform(0.0, 0.5)) * min(gap, 86400.0)
+                yield [self._suggestion(acc, j, m, int(at * NS))]
+            t = end + gap
+            prev = last
+
+    def other_account(self, segment: Segment, index: int, n_turns: int) -> Iterator[list[TurnPlan]]:
+        """`n_turns` turns of an internal, test or probe account, spread over the period."""
+        c = self.c
+        if segment == "synthetic":
+            acc = self._account(segment, index, "external")
+            step = c.period_days * 86400.0 / max(n_turns, 1)
+            t0 = c.start.timestamp() + float(acc.rng.uniform(0.0, step))
+            for j in range(n_turns):
+                yield [self._probe(acc, j, int((t0 + j * step) * NS))]
+            return
+        acc = self._account(segment, index, segment)
+        rng = acc.rng
+        sessions = max(1.0, n_turns / c.turns_per_session_mean)
+        median_gap = c.period_days * 86400.0 / sessions
+        t = c.start.timestamp() + float(rng.uniform(0.0, median_gap))
+        left, j, prev = n_turns, 0, None
+        while left > 0:
+            turns = self._session(acc, j, int(t * NS), min(left, self._turn_count(rng)), prev)
+            yield turns
+            left -= len(turns)
+            prev = turns[-1]
+            t = prev.end_ns / NS + _lognormal(rng, median_gap * 0.5, 1.0)
+            j += 1
+
+    # --- sessions -----------------------------------------------------------------------------------------
+    def _turn_count(self, rng: np.random.Generator) -> int:
+        if float(rng.random()) < self.c.single_turn_session_share:
+            return 1
+        return 1 + int(rng.geometric(self.d.extra_turn_p))
+
+    def _mode(self, rng: np.random.Generator) -> str:
+        u = float(rng.random())
+        return "simple" if u < self.c.mode_share_simple else \
+            "deep" if u < self.c.mode_share_simple + self.c.mode_share_deep else "normal"
+
+    def _session(self, acc: _Account, j: int, t_ns: int, n: int, prev_last: TurnPlan | None) -> list[TurnPlan]:
+        c = self.c
+        rng = acc.rng
+        session_id = stable_id(c.seed, *acc.key, j, prefix="s_")
+        session_mode = self._mode(rng)
+        turns: list[TurnPlan] = []
+        for k in range(n):
+            prev = turns[-1] if turns else None
+            req, replay_of, redo_of, verbatim, short = self._request(acc, prev, prev_last if k == 0 else None)
+            if replay_of is not None:
+                mode = prev.mode if prev is not None else session_mode
+            else:
+                mode = session_mode if float(rng.random()) < c.session_mode_stickiness else self._mode(rng)
+            ex = execute(rng, c, self.d, mode, short=short, propensity=acc.propensity)
+            tp = self._turn(acc, session_id, j, k, t_ns, mode, req, ex)
+            tp.is_replay = replay_of is not None
+            tp.is_verbatim_replay = tp.is_replay and verbatim
+            tp.replay_of = replay_of
+            tp.redo_of = redo_of
+            source = prev if replay_of is not None else prev_last if redo_of is not None else None
+            if source is not None:  # a resend carries whatever the original request carried
+                tp.injection, tp.secrets = source.injection, list(source.secrets)
+            self._plant(acc, tp, prev)
+            turns.append(tp)
+            pause = c.replay_think_time_median_s if ex.failed else c.think_time_median_s
+            t_ns = tp.end_ns + int(_lognormal(rng, pause, c.think_time_sigma) * NS)
+        return turns
+
+    def _request(self, acc: _Account, prev: TurnPlan | None, prev_session_last: TurnPlan | None
+                 ) -> tuple[Request, str | None, str | None, bool, bool]:
+        """(request, replay_of, redo_of, verbatim copy?, short?) for the next turn."""
+        c, rng = self.c, acc.rng
+        if prev is not None:
+            rate = c.replay_after_failure_rate if prev.ex.failed else c.replay_after_success_rate
+            if float(rng.random()) < rate:
+                req, verbatim = self._copy(rng, prev.request)
+                return req, prev.trace_id, None, verbatim, _is_short(req.text)
+        if prev_session_last is not None:
+            last = prev_session_last
+            rate = c.redo_after_failure_rate if last.ex.failed else c.redo_after_success_rate
+            if float(rng.random()) < rate:
+                req, verbatim = self._copy(rng, last.request)
+                return req, None, last.trace_id, verbatim, _is_short(req.text)
+        lang = acc.lang
+        if float(rng.random()) < c.language_switch_rate:
+            lang = "en" if lang == "zh" else "zh"
+        if prev is not None and float(rng.random()) < c.followup_share:
+            return texts.followup_request(rng, prev.request, lang), None, None, False, False
+        short = float(rng.random()) < acc.short_rate
+        return texts.new_request(rng, lang, short=short), None, None, False, short
+
+    def _copy(self, rng: np.random.Generator, src: Request) -> tuple[Request, bool]:
+        if float(rng.random()) < self.c.verbatim_replay_share:
+            return src, True
+        req = texts.near_copy(rng, src, threshold=self.c.redo_jaccard)
+        return req, req.text == src.text
+
+    # --- turns --------------------------------------------------------------------------------------------
+    def _turn(self, acc: _Account, session_id: str, j: int, k: int, t_ns: int, mode: str, req: Request,
+              ex: Exec) -> TurnPlan:
+        c, rng = self.c, acc.rng
+        answer: str | None = texts.answer_text(rng, req, mode)
+        error = None
+        if ex.kind == "failed_empty":
+            answer = ""
+        elif ex.kind == "failed_error":
+            errors = _DEEP_ERRORS if mode == "deep" else _ERRORS
+            error, answer = errors[int(rng.integers(len(errors)))], None
+        elif ex.kind == "failed_truncated":
+            answer = texts.truncate(rng, answer)
+        disclosure = float(rng.random()) < c.natural_disclosure_rate
+        template = float(rng.random()) < c.natural_template_rate
+        tp = TurnPlan(
+            trace_id=trace_id(c.seed, *acc.key, j, k), user_id=acc.user_id, session_id=session_id, turn_index=k,
+            segment=acc.segment, account_type=acc.account_type, request_source="typed", synthetic=False,
+            mode=mode, request=req, answer=answer, delivery=ex.kind, natural_delivery=ex.kind, ex=ex,
+            start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error,
+        )
+        if ex.kind == "delivered" and disclosure:
+            tp.answer = f"{answer}\n{texts.disclosure(req.lang, c.company_name_zh, c.company_name_en)}"
+            tp.disclosure = True
+        if ex.kind == "delivered" and template:
+            tp.answer = texts.TEMPLATE_TEXT[req.lang] + (tp.answer or "")
+            tp.template = True
+        return tp
+
+    def _suggestion(self, acc: _Account, j: int, m: int, t_ns: int) -> TurnPlan:
+        """A click on a cached suggestion prompt: a deep report served from the cache in seconds."""
+        c, rng = self.c, acc.rng
+        req = texts.new_request(rng, acc.lang, short=False)
+        failed = float(rng.random()) < c.suggestion_failure_rate
+        ex = Exec(failed, _failure_kind(rng, c) if failed else "delivered", _lognormal(rng, 3.0, 0.4), False, False)
+        key = ("suggestion", *acc.key, j, m)
+        tp = self._turn(acc, stable_id(c.seed, *key, prefix="s_"), j, 0, t_ns, "deep", req, ex)
+        tp.trace_id = trace_id(c.seed, *key)
+        tp.segment = "suggestion"
+        tp.request_source = "suggestion_cache"
+        return tp
+
+    def _probe(self, acc: _Account, j: int, t_ns: int) -> TurnPlan:
+        c = self.c
+        text = texts.PROBE_PROMPTS[j % len(texts.PROBE_PROMPTS)]
+        ex = Exec(False, "delivered", _lognormal(acc.rng, 2.0, 0.3), False, False)
+        key = (*acc.key, j)
+        return TurnPlan(
+            trace_id=trace_id(c.seed, *key), user_id=acc.user_id, session_id=stable_id(c.seed, *key, prefix="s_"),
+            turn_index=0, segment="synthetic", account_type="external", request_source="typed", synthetic=True,
+            mode="simple", request=Request(text, "zh" if "健康" in text else "en", None), answer="OK",
+            delivery="delivered", natural_delivery="delivered", ex=ex, start_ns=t_ns,
+            latency_ns=int(ex.latency_s * NS),
+        )
+
+    # --- planted defects ----------------------------------------------------------------------------------
+    def _plant(self, acc: _Account, tp: TurnPlan, prev: TurnPlan | None) -> None:
+        """Rewrite the logged turn with the planted defects its draws select (defect users only)."""
+        c = self.c
+        if acc.drng is None:
+            return
+        u = acc.drng.random(8)  # fixed number of draws per turn: planted turns stay put as rates change
+        if c.plant_latency_scale != 1.0:
+            tp.latency_ns = int(tp.latency_ns * c.plant_latency_scale)
+            tp.planted.append("latency_scaled")
+        copied = tp.is_replay or tp.redo_of is not None
+        if prev is not None and not copied and u[1] < c.plant_replay_rate:
+            tp.request = prev.request
+            tp.is_replay = tp.is_verbatim_replay = True
+            tp.replay_of = prev.trace_id
+            tp.injection, tp.secrets = prev.injection, list(prev.secrets)
+            tp.planted.append("extra_replay")
+            copied = True
+        if not copied and u[4] < c.plant_injection_rate:
+            tp.request = Request(texts.with_injection(tp.request.text, tp.request.lang, bool(u[6] < 0.5)),
+                                 tp.request.lang, tp.request.topic)
+            tp.injection = tp.request.lang
+            tp.planted.append("prompt_injection")
+        if not copied and u[5] < c.plant_secret_rate:
+            srng = np.random.default_rng([c.seed, 9, *_ints(tp.trace_id)])
+            kind, value = texts.secret(srng)
+            tp.request = Request(texts.with_secret(tp.request.text, tp.request.lang, kind, value),
+                                 tp.request.lang, tp.request.topic)
+            tp.secrets.append({"kind": kind, "value": value})
+            tp.planted.append("secret")
+        if tp.delivery != "delivered":
+            return
+        if u[0] < c.plant_blank_rate:
+            tp.answer = ""
+            tp.delivery = "failed_empty"
+            tp.planted.append("answer_blanked")
+            return
+        lang = tp.request.lang
+        if u[2] < c.plant_disclosure_rate:
+            tp.answer = f"{tp.answer}\n{texts.disclosure(lang, c.company_name_zh, c.company_name_en)}"
+            tp.planted.append("disclosure")
+        if u[3] < c.plant_template_rate:
+            tp.answer = texts.TEMPLATE_TEXT[lang] + (tp.answer or "")
+            tp.planted.append("template")
+
+
+_SEGMENT_CODE = {"real": 0, "internal": 1, "test": 2, "suggestion": 3, "synthetic": 4}
+
+
+def _ints(hex_id: str) -> list[int]:
+    return [int(hex_id[i:i + 8], 16) for i in range(0, len(hex_id), 8)]
+
+
+def _is_short(text: str) -> bool:
+    return 1 <= len(text.strip()) <= 5

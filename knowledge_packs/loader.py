@@ -1,0 +1,264 @@
+"""Find, read, merge and validate knowledge packs.
+
+A pack is named by a path, a built-in name (`default`, `business_analysis`) or a name a third-party package
+registers under the entry-point group `agent_factory.knowledge_packs` (the entry point's object is a callable
+returning a path, or a path). `extends` merges a parent under the child: mappings merge key by key, lists of
+items with an `id` or `name` merge item by item (a child item replaces the parent's item of the same key in
+place, new items are appended), anything else the child states replaces the parent's value.
+
+Every problem becomes a one-line `SpecError` naming the file and the dotted field.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from adapters.exceptions import SpecError, UnknownNameError
+from knowledge_packs.model import KnowledgePack
+
+GROUP = "agent_factory.knowledge_packs"
+"""Entry-point group under which third-party packages register packs."""
+_HERE = Path(__file__).resolve().parent
+BUILTINS: dict[str, str] = {"default": "default.yaml", "business_analysis": "business_analysis.yaml"}
+"""Built-in pack name -> file in this package. Built-ins cannot be shadowed by entry points."""
+
+
+def default_pack_path() -> Path:
+    """Path of the built-in `default` pack (the target of this project's own entry point)."""
+    return _HERE / BUILTINS["default"]
+
+
+def pack_entry_points() -> tuple[EntryPoint, ...]:
+    """The installed entry points of group `agent_factory.knowledge_packs` (tests replace this function)."""
+    return tuple(entry_points(group=GROUP))
+
+
+def _third_party() -> dict[str, EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for ep in pack_entry_points():
+        if ep.name not in BUILTINS:
+            found.setdefault(ep.name, ep)
+    return found
+
+
+def list_packs() -> dict[str, str]:
+    """Pack name -> where it comes from: the file of a built-in, the entry point's value otherwise."""
+    out = {name: str(_HERE / file) for name, file in BUILTINS.items()}
+    out.update({name: ep.value for name, ep in _third_party().items()})
+    return dict(sorted(out.items()))
+
+
+def _looks_like_path(s: str) -> bool:
+    return "/" in s or os.sep in s or s.endswith((".yaml", ".yml"))
+
+
+def _existing(p: Path) -> Path:
+    if not p.is_file():
+        raise SpecError(f"{p}: knowledge pack file not found")
+    return p
+
+
+def _entry_point_path(ep: EntryPoint) -> Path:
+    where = f"knowledge pack entry point {ep.name!r} ({ep.value})"
+    if ":" not in ep.value and _looks_like_path(ep.value):
+        return _existing(Path(ep.value))
+    try:
+        obj: Any = ep.load()
+        if callable(obj):
+            obj = obj()
+    except Exception as e:  # third-party code: any failure becomes a user-facing error
+        raise SpecError(f"{where} failed: {type(e).__name__}: {e}".replace("\n", " ")) from e
+    if not isinstance(obj, str | os.PathLike):
+        raise SpecError(f"{where} gave {type(obj).__name__}, expected a path to a pack YAML file")
+    return _existing(Path(obj))
+
+
+def resolve_pack(name_or_path: str | Path, *, relative_to: Path | None = None) -> Path:
+    """The YAML file of a pack given as a path, a built-in name or an entry-point name.
+
+    A relative path is taken from `relative_to` when given (so `extends: ../base.yaml` is relative to the
+    extending file), else from the working directory. A bare unknown name raises `UnknownNameError`.
+    """
+    if isinstance(name_or_path, Path):
+        p = name_or_path
+    else:
+        if name_or_path in BUILTINS:
+            return _HERE / BUILTINS[name_or_path]
+        third = _third_party()
+        if name_or_path in third:
+            return _entry_point_path(third[name_or_path])
+        if not _looks_like_path(name_or_path):
+            raise UnknownNameError("knowledge pack", name_or_path, list_packs())
+        p = Path(name_or_path)
+    if not p.is_absolute() and relative_to is not None:
+        p = relative_to / p
+    return _existing(p)
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+
+
+def _check_duplicate_keys(node: yaml.Node, path: str, source: Path) -> None:
+    # PyYAML silently keeps the last of two equal keys; in a pack that hides a mistake, so refuse it.
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            here = f"{path}.{key}" if path else key
+            if key in seen:
+                raise SpecError(f"{source}: {here}: duplicate key (line {key_node.start_mark.line + 1})")
+            seen.add(key)
+            _check_duplicate_keys(value_node, here, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_duplicate_keys(item, f"{path}.{i}" if path else str(i), source)
+
+
+def read_pack_yaml(path: Path) -> dict[str, Any]:
+    """The raw mapping of one pack file (no merge, no validation); `SpecError` on unreadable YAML."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"{path}: cannot read knowledge pack: {e}") from e
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if node is not None:
+            _check_duplicate_keys(node, "", path)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "(yaml)"
+        problem = getattr(e, "problem", None) or str(e)
+        raise SpecError(f"{path}: {where}: invalid YAML: {problem}".replace("\n", " ")) from e
+    if data is None:
+        raise SpecError(f"{path}: (top level): the file is empty; a pack needs at least name and version")
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: (top level): expected a mapping of pack fields, got {type(data).__name__}")
+    for key in ("name", "version"):
+        if key not in data:
+            raise SpecError(f"{path}: {key}: field required (every pack states its own, also when it extends)")
+    return data
+
+
+# ---- merging ------------------------------------------------------------------------------------------
+
+
+def _list_key(parent: list[Any], child: list[Any]) -> str | None:
+    items = parent + child
+    for key in ("id", "name"):
+        if items and all(isinstance(x, dict) and key in x for x in items):
+            return key
+    return None
+
+
+def _merge(parent: Any, child: Any) -> Any:
+    if isinstance(parent, dict) and isinstance(child, dict):
+        out = dict(parent)
+        for k, v in child.items():
+            out[k] = _merge(out[k], v) if k in out else v
+        return out
+    if isinstance(parent, list) and isinstance(child, list):
+        key = _list_key(parent, child)
+        if key is not None:
+            merged = list(parent)
+            index = {item[key]: i for i, item in enumerate(merged)}
+            for item in child:
+                if item[key] in index:
+                    merged[index[item[key]]] = item
+                else:
+                    index[item[key]] = len(merged)
+                    merged.append(item)
+            return merged
+    return child
+
+
+def merge_pack_data(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """The raw mapping of `child` merged onto `parent` (child wins; see the module docstring)."""
+    merged: dict[str, Any] = _merge(parent, child)
+    return merged
+
+
+# ---- validation ---------------------------------------------------------------------------------------
+
+
+def _tidy_loc(loc: tuple[int | str, ...], data: Any, *, missing: bool) -> str:
+    # Follow the error location through the input. A part the input does not have is kept only for a
+    # missing field; otherwise it is one of pydantic's union-member tags (`str`, `tuple[...]`) and dropped.
+    parts: list[str] = []
+    node = data
+    for i, part in enumerate(loc):
+        last = i == len(loc) - 1
+        if isinstance(node, dict) and (part in node or (missing and last) or part == "[key]"):
+            parts.append(f"['{part}']" if isinstance(part, str) and "." in part else str(part))
+            if part not in node:
+                break
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            parts.append(str(part))
+            node = node[part]
+        else:
+            break
+    return ".".join(parts).replace(".[", "[") or "(top level)"
+
+
+def _describe(err: ValidationError, data: Any) -> str:
+    errors = err.errors(include_url=False)
+    locs = [_tidy_loc(tuple(e["loc"]), data, missing=e["type"] == "missing") for e in errors]
+    first = errors[0]
+    # Errors at the same place are the alternatives of a union: say them in one sentence.
+    same = [e for e, loc in zip(errors, locs, strict=True) if loc == locs[0]]
+    # YAML has lists, not tuples: say "list" where the model's sequence type leaks into the message.
+    msgs = list(dict.fromkeys(
+        str(e["msg"]).removeprefix("Value error, ").replace("valid tuple", "valid list") for e in same
+    ))
+    prefix = "Input should be "
+    if len(msgs) > 1 and all(m.startswith(prefix) for m in msgs):
+        msg = prefix + " or ".join(m.removeprefix(prefix) for m in msgs)
+    else:
+        msg = msgs[0]
+    value = first.get("input")
+    if first["type"] != "value_error" and isinstance(value, str | int | float | bool):
+        msg += f" (got {str(repr(value))[:60]})"
+    others = len(errors) - len(same)
+    more = f" (and {others} more)" if others else ""
+    return f"{locs[0]}: {msg}{more}".replace("\n", " ")
+
+
+def validate_pack_data(data: dict[str, Any], *, source: Path | str) -> KnowledgePack:
+    """Validate a raw (merged) mapping; `SpecError` naming `source` and the dotted field otherwise."""
+    try:
+        return KnowledgePack.model_validate(data)
+    except ValidationError as e:
+        raise SpecError(f"{source}: {_describe(e, data)}") from None
+
+
+def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    resolved = path.resolve()
+    if resolved in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, resolved))
+        raise SpecError(f"{path}: extends: cycle {cycle}")
+    raw = read_pack_yaml(path)
+    parent = raw.get("extends")
+    if parent is None:
+        return raw
+    if not isinstance(parent, str) or not parent.strip():
+        raise SpecError(f"{path}: extends: expected a pack name or path, got {parent!r}")
+    try:
+        parent_path = resolve_pack(parent, relative_to=path.parent)
+    except UnknownNameError as e:
+        raise SpecError(f"{path}: extends: {e}") from e
+    parent_data = _load_merged(parent_path, (*chain, resolved))
+    validate_pack_data(parent_data, source=parent_path)  # the parent's own errors name the parent's file
+    return merge_pack_data(parent_data, raw)
+
+
+def load_pack(name_or_path: str | Path) -> KnowledgePack:
+    """Load, merge (`extends`) and validate a pack given by path, built-in name or entry-point name."""
+    path = resolve_pack(name_or_path)
+    return validate_pack_data(_load_merged(path, ()), source=path)

@@ -1,0 +1,276 @@
+"""K, the knowledge pack: the domain knowledge an evaluator needs, as validated, frozen data.
+
+A pack holds what changes when the framework moves to another agent (DESIGN.md section 9): how to tell real
+traffic from tests and cached clicks, latency baselines, behaviour lexicons per language, which evidence must
+be present, and thresholds. Each part is its own sub-model so later issues can add parts (policy clauses,
+more lexicons) without touching the others.
+
+Every regex in a pack is compiled case-insensitively (`compile_pattern`) and checked when the pack is loaded,
+so a bad pattern fails at load time, naming its field, instead of at the first turn it meets.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+
+from adapters.model import stable_id
+
+PackName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+"""A pack name: letters, digits, `_`, `.`, `-`; usable as a registry name."""
+SegmentName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+"""A segment name: lower-case identifier such as `internal_test`."""
+PatternId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]*$")]
+"""A lexicon pattern id, conventionally `<language>.<what>` such as `en.ignore_instructions`."""
+LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]+)?$")]
+"""A language code: `zh`, `en`, `pt-BR`, ..."""
+Rate = Annotated[float, Field(ge=0.0, le=1.0)]
+"""A proportion in [0, 1]."""
+Scalar = str | bool | int | float
+"""An attribute value a segmentation rule can compare with."""
+
+REAL_SEGMENT = "real"
+"""The segment of real user traffic: the default when no rule matches; the only segment analysed."""
+TurnTextField = Literal["request", "answer"]
+"""Text fields of a turn."""
+SpanTextField = Literal["input", "output"]
+"""Text fields of a span."""
+SpanKindName = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding", "other"]
+"""Span kinds, as in `adapters.model.SpanKind`."""
+
+
+@lru_cache(maxsize=4096)
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """Compile a pack regex the one way packs use them: case-insensitive, Unicode-aware."""
+    return re.compile(pattern, re.IGNORECASE)
+
+
+def _check_regex(pattern: str) -> str:
+    try:
+        rx = compile_pattern(pattern)
+    except re.error as e:
+        raise ValueError(f"invalid regex {pattern!r}: {e}") from None
+    # A pattern that matches nothing at all would flag every text; reject it instead of flooding results.
+    if rx.fullmatch("") is not None:
+        raise ValueError(f"regex {pattern!r} matches the empty string")
+    return pattern
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SegmentRule(_Frozen):
+    """One segmentation rule: a turn meeting its conditions belongs to segment `name` (excluded from analysis)."""
+
+    name: SegmentName
+    """Segment name, e.g. `internal_test`, `suggestion_cache`, `synthetic`; never `real`."""
+    description: str = ""
+    """What traffic this is and why it is excluded."""
+    match: Literal["any", "all"] = "any"
+    """Whether one satisfied condition suffices (`any`) or every stated condition must hold (`all`)."""
+    user_id_regex: str | None = None
+    """Regex searched in the turn's `user_id` (case-insensitive)."""
+    attribute_equals: dict[str, Scalar | tuple[Scalar, ...]] = Field(default_factory=dict)
+    """Attribute key -> required value, or a list meaning any of them; each key is one condition. Keys are
+    dotted (`user.account_type`) and found flat or nested, on the turn first, then on its spans. Strings
+    compare case-insensitively; `true` also matches the string "true"."""
+    attribute_present: tuple[str, ...] = ()
+    """Attribute keys whose mere presence (non-null value) marks the segment; each key is one condition."""
+    request_regex: str | None = None
+    """Regex searched in the turn's request text (case-insensitive)."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_real(cls, v: str) -> str:
+        if v == REAL_SEGMENT:
+            raise ValueError(f"segment name {REAL_SEGMENT!r} is reserved for real traffic (the default)")
+        return v
+
+    @field_validator("user_id_regex", "request_regex")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        return None if v is None else _check_regex(v)
+
+    @field_validator("attribute_equals")
+    @classmethod
+    def _values(cls, v: dict[str, Scalar | tuple[Scalar, ...]]) -> dict[str, Scalar | tuple[Scalar, ...]]:
+        for key, value in v.items():
+            if isinstance(value, tuple) and not value:
+                raise ValueError(f"attribute_equals[{key!r}] is an empty list (it could never match)")
+        return v
+
+    @model_validator(mode="after")
+    def _has_condition(self) -> SegmentRule:
+        if not self.conditions():
+            raise ValueError(
+                f"segment rule {self.name!r} has no condition "
+                "(give user_id_regex, attribute_equals, attribute_present or request_regex)"
+            )
+        return self
+
+    def conditions(self) -> int:
+        """How many conditions the rule states."""
+        return (
+            (self.user_id_regex is not None)
+            + len(self.attribute_equals)
+            + len(self.attribute_present)
+            + (self.request_regex is not None)
+        )
+
+
+class ModeBaseline(_Frozen):
+    """The latency baseline of one agent mode."""
+
+    geomean_seconds: float = Field(gt=0)
+    """Geometric-mean request-to-answer latency of successful turns in this mode, in seconds."""
+    description: str = ""
+    """What the mode is (e.g. `deep`: asynchronous long report)."""
+
+
+class Baselines(_Frozen):
+    """Latency baselines per mode and the fast-failure band."""
+
+    modes: dict[str, ModeBaseline] = Field(default_factory=dict)
+    """Mode name (as in `Turn.mode`) -> its baseline; empty when the agent has no modes."""
+    fast_failure_seconds: float = Field(default=5.0, gt=0)
+    """Answers faster than this are in the fast-failure band (in the study they failed 38.7% of the time)."""
+
+
+class LexiconPattern(_Frozen):
+    """One behaviour pattern: a case-insensitive regex with an id that results cite."""
+
+    id: PatternId
+    """Stable id cited by flags, e.g. `en.ignore_instructions`."""
+    pattern: str
+    """Regex, matched case-insensitively against normalized text (NFKC, so full-width letters and
+    punctuation become ASCII; zero-width characters removed; whitespace between CJK characters removed)."""
+    description: str = ""
+    """What the pattern catches and what it deliberately leaves alone."""
+    examples: tuple[str, ...] = ()
+    """Texts the pattern must flag (kept with the pattern so a reviewer sees what it is for; tests run them)."""
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        return _check_regex(v)
+
+
+def _unique_ids(v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
+    seen: dict[str, int] = {}
+    for i, p in enumerate(v):
+        if p.id in seen:
+            raise ValueError(f"duplicate pattern id {p.id!r} (items {seen[p.id]} and {i})")
+        seen[p.id] = i
+    return v
+
+
+class Lexicon(_Frozen):
+    """Behaviour lexicons of one language."""
+
+    injection: tuple[LexiconPattern, ...] = ()
+    """Text addressed to an evaluator rather than the agent ("ignore previous instructions", "mark this as
+    passed"): a turn carrying it is isolated as an attack on the instrument."""
+    frustration: tuple[LexiconPattern, ...] = ()
+    """User frustration expressions (Trajectory)."""
+    abandonment: tuple[LexiconPattern, ...] = ()
+    """Expressions of giving up on the agent (Trajectory)."""
+    disclosure: tuple[LexiconPattern, ...] = ()
+    """Unprompted disclosures, e.g. of the operating company (Conduct)."""
+    clarification: tuple[LexiconPattern, ...] = ()
+    """The agent asking the user to clarify (Trajectory: clarification loop)."""
+    truncation_markers: tuple[str, ...] = ()
+    """Literal strings that mark cut-off text, e.g. `[truncated]`; compared case-insensitively after the
+    same normalization as patterns."""
+
+    @field_validator("injection", "frustration", "abandonment", "disclosure", "clarification")
+    @classmethod
+    def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
+        return _unique_ids(v)
+
+    @field_validator("truncation_markers")
+    @classmethod
+    def _markers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for i, m in enumerate(v):
+            if not m.strip():
+                raise ValueError(f"truncation marker {i} is blank")
+        return v
+
+
+class CoveragePolicy(_Frozen):
+    """Which evidence a turn needs, and where sources declare the original length of a cut text."""
+
+    required_turn_fields: tuple[TurnTextField, ...] = ("request", "answer")
+    """Turn fields whose absence makes the turn's evidence incomplete."""
+    required_span_fields: dict[SpanKindName, tuple[SpanTextField, ...]] = Field(default_factory=dict)
+    """Span kind -> fields whose absence makes the turn incomplete. Other fields are reported but not
+    required (many sources do not record inputs of chain spans). An errored span's missing output is never
+    required: its error is the evidence."""
+    length_keys: dict[Literal["request", "answer", "input", "output"], tuple[str, ...]] = Field(
+        default_factory=dict
+    )
+    """Field -> attribute keys declaring that field's original length in characters (first found wins);
+    request and answer look in turn attributes, input and output in the span's attributes."""
+
+
+class Thresholds(_Frozen):
+    """Numeric thresholds of the deterministic analyses."""
+
+    redo_jaccard: Rate = 0.6
+    """Character-bigram Jaccard similarity at or above which two adjacent requests are a redo."""
+    window_days: float = Field(default=7.0, gt=0)
+    """Engagement window T in days: no return within it is censored, never success."""
+    max_field_chars: int = Field(default=20000, gt=0)
+    """Longest text of one field shown to a model collector; longer text is projected and the projection's
+    coverage recorded."""
+
+
+class KnowledgePack(_Frozen):
+    """A knowledge pack K: segmentation, baselines, lexicons, evidence coverage and thresholds."""
+
+    name: PackName
+    """Registry name of the pack (`default`, `business_analysis`, ...)."""
+    version: Annotated[str, StringConstraints(min_length=1)]
+    """Version of the pack's content; bump it on every change (it enters evaluator versions)."""
+    description: str = ""
+    """What agent or domain the pack is for."""
+    extends: str | None = None
+    """Parent pack (name or path) this one was merged onto; the child's values win."""
+    segments: tuple[SegmentRule, ...] = ()
+    """Segmentation rules in order, first match wins; a turn no rule matches is `real`."""
+    baselines: Baselines = Field(default_factory=Baselines)
+    """Latency baselines per mode and the fast-failure band."""
+    lexicons: dict[LanguageCode, Lexicon] = Field(default_factory=dict)
+    """Language code -> that language's lexicons."""
+    coverage: CoveragePolicy = Field(default_factory=CoveragePolicy)
+    """Which evidence fields are required and where original lengths are declared."""
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    """Thresholds of the deterministic analyses."""
+
+    @field_validator("segments")
+    @classmethod
+    def _unique_segments(cls, v: tuple[SegmentRule, ...]) -> tuple[SegmentRule, ...]:
+        seen: dict[str, int] = {}
+        for i, rule in enumerate(v):
+            if rule.name in seen:
+                raise ValueError(
+                    f"duplicate segment name {rule.name!r} (segments.{seen[rule.name]} and segments.{i})"
+                )
+            seen[rule.name] = i
+        return v
+
+    def digest(self) -> str:
+        """A content hash of the whole pack: enters cache keys so any change invalidates dependent results."""
+        return stable_id(self.model_dump_json(), prefix="k")
+
+    def truncation_markers(self) -> tuple[str, ...]:
+        """All languages' truncation markers, in language then list order, without repeats."""
+        out: list[str] = []
+        for lang in sorted(self.lexicons):
+            for m in self.lexicons[lang].truncation_markers:
+                if m not in out:
+                    out.append(m)
+        return tuple(out)
