@@ -99,7 +99,7 @@ def detect_layout(head: bytes, *, is_item: ItemTest = never) -> Layout:
     if first is not None:
         try:
             value = json.loads(first)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = None
         if isinstance(value, list):
             more = bool(text[len(line or b""):].strip()) or not complete_file

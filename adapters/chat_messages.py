@@ -69,6 +69,7 @@ class _SpanDraft:
 class _TurnDraft:
     request_index: int | None
     request: str | None = None
+    request_non_text_parts: int = 0
     spans: list[_SpanDraft] = field(default_factory=list)
     last_role: str | None = None
     last_text: str | None = None
@@ -171,7 +172,8 @@ def convert_messages(messages: list[Any], *, conversation_id: str, user_id: str 
             system.append(text or "")
             continue
         if role == "user":
-            turns.append(_TurnDraft(request_index=i, request=text, last_role="user", last_index=i))
+            turns.append(_TurnDraft(request_index=i, request=text, request_non_text_parts=other_parts,
+                                    last_role="user", last_index=i))
             continue
         if not turns:
             turns.append(_TurnDraft(request_index=None))
@@ -269,6 +271,9 @@ def _build_turn(t: _TurnDraft, index: int, conversation_id: str, user_id: str | 
         attrs["request_message_index"] = t.request_index
     else:
         attrs["preamble"] = True
+    if t.request_non_text_parts:
+        # Images or audio in the request: the text alone may not be the whole question.
+        attrs["request_non_text_parts"] = t.request_non_text_parts
     if t.answer_index is not None:
         attrs["answer_message_index"] = t.answer_index
     return Turn(

@@ -221,7 +221,6 @@ class RunContract(_Schema):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-
 def _validate(model: type[_Schema], value: Any, what: str) -> Any:
     if not isinstance(value, dict):
         raise RecordProblem(None, f"{what} must be an object, got {json_type(value)}")
@@ -243,12 +242,12 @@ def _times(spans: list[Span]) -> tuple[datetime | None, datetime | None, float |
     starts = [s.start for s in spans if s.start is not None]
     if not starts:
         return None, None, None
-    # A step with a start but no end (a thought, a final output) still bounds the run from below.
+    # A step with a start but no end (a thought, a final output) still means the run lasted until then.
     start, end = min(starts), max(starts + [s.end for s in spans if s.end is not None])
     return start, end, (end - start).total_seconds() * 1000.0
 
 
-def _outcome_events(cid: str, kind: str, value: float | bool, extra: dict[str, Any]) -> OutcomeEvent:
+def _event(cid: str, kind: str, value: float | bool, extra: dict[str, Any]) -> OutcomeEvent:
     return OutcomeEvent(id=f"{cid}/{kind}", kind=kind, conversation_id=cid, value=value, attributes=extra)
 
 
@@ -315,7 +314,7 @@ def steplog_conversation(value: Any) -> Conversation:
         attrs["metadata"] = json_safe(run.metadata)
     events = ()
     if run.success is not None:
-        events = (_outcome_events(cid, "task_success", run.success, {"task_id": run.task_id, "trial": run.trial}),)
+        events = (_event(cid, "task_success", run.success, {"task_id": run.task_id, "trial": run.trial}),)
     return Conversation(id=cid, start=start, end=end, turns=(turn,), events=events, attributes=attrs)
 
 
@@ -382,9 +381,9 @@ def contract_conversation(value: Any) -> Conversation:
         attrs["outcome"] = json_safe(out.model_dump(exclude_none=True, exclude_defaults=True))
         extra = {"task_id": json_safe(task_id)}
         if out.success is not None:
-            events.append(_outcome_events(cid, "task_success", out.success, extra))
+            events.append(_event(cid, "task_success", out.success, extra))
         if out.reward is not None:
-            events.append(_outcome_events(cid, "task_reward", out.reward, extra))
+            events.append(_event(cid, "task_reward", out.reward, extra))
     return Conversation(id=cid, start=start, end=end, turns=(turn,), events=tuple(events), attributes=attrs)
 
 

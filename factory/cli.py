@@ -162,8 +162,10 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     table.add_column("count", justify="right")
     for k in ("turns", "sessions", "users", "spans"):
         table.add_row(k, f"{data[k]:,}")
+    table.add_row("steps (spans below a root)", f"{data['steps']:,}")
     if data["turns"]:
         table.add_row("spans per turn", f"{data['spans'] / data['turns']:.2f}")
+        table.add_row("steps per turn", f"{data['steps'] / data['turns']:.2f}")
     out.print(table)
     seg = Table(title="turns by segment (only 'real' is analysed)")
     seg.add_column("segment")

@@ -131,7 +131,6 @@ class _FileWriter:
         self.accepted = 0
         self.quarantined = 0
         self.errors: list[Quarantine] = []
-        self.seen_conversations: set[str] = set()
         self.staged_count = 0
 
     def reject(self, q: Quarantine) -> None:
@@ -152,12 +151,8 @@ class _FileWriter:
         for seq, span in enumerate(turn.spans):
             self.spans.add(span_row(span, seq=seq, source_id=self.source_id))
 
-    def conversation(self, conv: Conversation, location: str) -> None:
-        if conv.id in self.seen_conversations:
-            self.reject(Quarantine(source=self.path, location=location, field="id",
-                                   message=f"duplicate conversation id {conv.id!r} in this file"))
-            return
-        self.seen_conversations.add(conv.id)
+    def conversation(self, conv: Conversation) -> None:
+        # Duplicate ids within a file are the adapter's to catch (it knows the record's location).
         self.conversations.add(conversation_row(conv, source_id=self.source_id))
         for t in conv.turns:
             self.turn(t)
@@ -174,11 +169,25 @@ class _FileWriter:
         self.staged.flush()
         if not self.staged_count:
             return
-        cur = self.con.cursor()
-        cur.execute("SELECT * FROM staged_spans ORDER BY trace_id, seq")
-        names = [d[0] for d in cur.description]
+        # Same connection throughout: another cursor would be another transaction and not see the staged rows.
+        # Number the rows once in (trace, arrival) order, then read them back in pages by that number.
+        self.con.execute(
+            "CREATE OR REPLACE TEMP TABLE staged_sorted AS"
+            " SELECT row_number() OVER (ORDER BY trace_id, seq) AS rn, * FROM staged_spans ORDER BY rn"
+        )
+        names: list[str] | None = None
         current: list[Span] = []
-        while rows := cur.fetchmany(5000):
+        page, start = 5000, 1
+        while True:
+            res = self.con.execute(
+                "SELECT * EXCLUDE (rn) FROM staged_sorted WHERE rn >= ? AND rn < ? ORDER BY rn",
+                [start, start + page],
+            )
+            names = names or [d[0] for d in res.description]
+            rows = res.fetchall()
+            if not rows:
+                break
+            start += page
             for r in rows:
                 span = span_from_row(dict(zip(names, r, strict=True)))
                 if current and current[0].trace_id != span.trace_id:
@@ -187,6 +196,7 @@ class _FileWriter:
                 current.append(span)
         if current:
             self._flush_trace(current)
+        self.con.execute("DROP TABLE staged_sorted")
 
     def _flush_trace(self, spans: list[Span]) -> None:
         kept, bad = check_trace(spans, source=self.path)
@@ -227,7 +237,7 @@ def ingest_file(
             if isinstance(item, Quarantine):
                 w.reject(item)
             elif isinstance(item, Conversation):
-                w.conversation(item, f"conversation {item.id}")
+                w.conversation(item)
             elif isinstance(item, Turn):
                 w.turn(item)
                 w.accepted += 1

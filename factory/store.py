@@ -245,6 +245,12 @@ class Store:
             " FROM turns WHERE segment = 'real'"
         ).fetchone()
         assert real is not None
+        # Steps: spans below a turn's root(s); the root span stands for the turn itself.
+        steps = c.execute(
+            "SELECT count(*) FROM spans s JOIN turns t ON s.trace_id = t.id"
+            " WHERE t.segment = 'real' AND s.parent_id IS NOT NULL"
+        ).fetchone()
+        assert steps is not None
         segments = dict(c.execute("SELECT segment, count(*) FROM turns GROUP BY segment ORDER BY segment").fetchall())
         totals = c.execute(
             "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM spans), (SELECT count(*) FROM events),"
@@ -261,7 +267,7 @@ class Store:
             c.execute("SELECT delivery, count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1").fetchall()
         )
         return {
-            "turns": real[0], "sessions": real[1], "users": real[2], "spans": int(real[3]),
+            "turns": real[0], "sessions": real[1], "users": real[2], "spans": int(real[3]), "steps": steps[0],
             "segments": segments,
             "modes": modes,
             "delivery": delivery,

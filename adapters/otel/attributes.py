@@ -113,7 +113,8 @@ def span_kind(attrs: Mapping[str, Any], name: str = "") -> SpanKind:
         return "embedding"
     if "tool.name" in attrs or "gen_ai.tool.name" in attrs:
         return "tool"
-    if any(k in attrs for k in ("llm.model_name", "gen_ai.request.model")):
+    if any(k in attrs for k in ("llm.model_name", "gen_ai.request.model", "gen_ai.system", "gen_ai.prompt",
+                                "gen_ai.prompt.0.content")):
         return "llm"
     return "other"
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from adapters.base import AdapterItem, Quarantine, read_head
 from adapters.jsonio import iter_json_array, iter_json_lines
 from adapters.model import Span
+from adapters.otel.nested import flatten_tree
 from adapters.otel.records import record_parts
 from adapters.otel.spanbuild import BadField, build_span, quarantine
 from adapters.otel.stream import head_keys
@@ -49,4 +50,8 @@ class FlatSpanLinesAdapter:
                 yield item
             else:
                 location, rec = item
-                yield record_span(rec, source=source, location=location)
+                if isinstance(rec, dict) and rec.get("child_spans"):
+                    # A flat line that still carries its subtree (TRAIL's shape): read the subtree too.
+                    yield from flatten_tree(rec, source=source, location=location, trace_id=None, top_is_root=False)
+                else:
+                    yield record_span(rec, source=source, location=location)

@@ -22,10 +22,12 @@ DANGLING_PARENT_KEY = "otel.parent_span_id"
 """Attribute keeping the parent a top-level span names when that parent is not in the file (the span is a root)."""
 
 
-def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None) -> Iterator[Span | Quarantine]:
+def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None,
+                 top_is_root: bool = True) -> Iterator[Span | Quarantine]:
     """The spans of one root tree, depth-first (parents first); a child without `parent_span_id` gets its
-    enclosing span as parent. A top-level span is always a root: a parent it names is outside the file."""
-    stack: list[tuple[Any, str, str | None, bool]] = [(root, location, None, True)]
+    enclosing span as parent. With `top_is_root` the top span is a root: a parent it names is outside the
+    file (kept as `otel.parent_span_id`); without, its parent is kept as given."""
+    stack: list[tuple[Any, str, str | None, bool]] = [(root, location, None, top_is_root)]
     while stack:
         node, where, enclosing, top = stack.pop()
         own_id = node.get("span_id") if isinstance(node, dict) else None
@@ -39,8 +41,9 @@ def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None)
                              message=f"child_spans must be a list, got {type(children).__name__}")
             continue
         parent = item.id if isinstance(item, Span) else (own_id if isinstance(own_id, str) else None)
+        sep = "." if where.endswith("]") else " "  # "line 3 child_spans[0].child_spans[1]"
         for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], f"{where}.child_spans[{i}]", parent, False))
+            stack.append((children[i], f"{where}{sep}child_spans[{i}]", parent, False))
 
 
 def _node_span(node: Any, *, source: str, location: str, trace_id: str | None, enclosing: str | None,
@@ -76,10 +79,16 @@ class NestedSpanTreeAdapter:
     def read(self, path: Path) -> Iterator[AdapterItem]:
         source = str(path)
         trace_id: str | None = None
-        n = 0
+        n = lists = 0
         with open(path, "rb") as f:
             try:
-                for _what, prefix, value in walk(f, collect=("trace_id", "spans.item")):
+                for what, prefix, value in walk(f, collect=("trace_id", "spans.item"), mark=("spans",)):
+                    if prefix == "spans":
+                        if what == "start" and value != "start_array":
+                            yield Quarantine(source=source, location="file", field="spans",
+                                             message="spans must be a list of root spans")
+                        lists += what == "start"
+                        continue
                     if prefix == "trace_id":
                         trace_id = value if isinstance(value, str) and value else None
                         continue
@@ -87,3 +96,7 @@ class NestedSpanTreeAdapter:
                     n += 1
             except STREAM_ERRORS as e:
                 yield stream_error(e, source=source, location=f"spans[{n}]")
+                return
+        if not lists:
+            yield Quarantine(source=source, location="file", field="spans",
+                             message="no spans list found; not a nested span tree export")

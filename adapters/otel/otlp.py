@@ -20,7 +20,7 @@ from adapters.otel.spanbuild import (
     BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
     require_id,
 )
-from adapters.otel.stream import STREAM_ERRORS, stream_error, walk
+from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
 from adapters.otel.timeutil import from_unix_nanos
 
 _RS = "resourceSpans.item"
@@ -151,11 +151,17 @@ def document_items(path: Path) -> Iterator[AdapterItem]:
                 keep.append((raw, where, s))
         pending = keep
 
+    lists = 0
     with open(path, "rb") as f:
         try:
             for what, prefix, value in walk(f, collect=(f"{_RS}.resource", f"{_SS}.scope", _SPAN),
-                                            mark=(_RS, _SS), multiple_values=True):
-                if what == "start" and prefix == _RS:
+                                            mark=("resourceSpans", _RS, _SS), multiple_values=True):
+                if prefix == "resourceSpans":
+                    if what == "start" and value != "start_array":
+                        yield Quarantine(source=source, location="file", field="resourceSpans",
+                                         message="resourceSpans must be a list")
+                    lists += what == "start"
+                elif what == "start" and prefix == _RS:
                     ri, si, resource, scopes = ri + 1, -1, None, {}
                 elif what == "start":
                     si, ki = si + 1, -1
@@ -190,6 +196,10 @@ def document_items(path: Path) -> Iterator[AdapterItem]:
             yield from flush(True)
             ki += 1
             yield stream_error(e, source=source, location=loc() if ri >= 0 else "file")
+            return
+    if not lists:
+        yield Quarantine(source=source, location="file", field="resourceSpans",
+                         message="no resourceSpans found; not an OTLP/JSON trace export")
 
 
 def looks_like_json_lines(head: bytes) -> bool:
@@ -212,7 +222,8 @@ class OtlpJsonAdapter:
     description = "OTLP/JSON traces: one export request document, or one request per line (collector file exporter)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
-        return b'"resourceSpans"' in head
+        # The cheap test first; then make sure it is the top-level key, not text inside some other record.
+        return b'"resourceSpans"' in head and ":resourceSpans" in head_keys(head, record="top")[1]
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
         if not looks_like_json_lines(read_head(path)):

@@ -21,7 +21,7 @@ from adapters.base import Quarantine
 from adapters.model import Span, SpanStatus
 from adapters.otel.attributes import exception_message, map_attributes
 from adapters.otel.timeutil import millis_between
-from adapters.otel.values import AttributeValueError, attribute_dict
+from adapters.otel.values import AttributeValueError, attribute_dict, jsonable
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _STATUS_WORDS: dict[str, SpanStatus] = {
@@ -133,7 +133,7 @@ class SpanParts:
     parent_id: str | None = None
     name: str = ""
     attributes: dict[str, Any] = field(default_factory=dict)
-    """Flat attributes (resource attributes already merged under the span's)."""
+    """Flat attributes (resource attributes already merged under the span's); `build_span` takes ownership."""
     attrs_field: str = "attributes"
     """The source's name for the attribute container, for error fields."""
     start: datetime | None = None
@@ -172,9 +172,11 @@ def build_span(p: SpanParts) -> Span:
     if exc is not None:
         status = "error"
     error = (p.status_message or exc) if status == "error" else None
-    attrs = {k: v for k, v in p.attributes.items() if k not in mapped.consumed}
+    attrs = p.attributes  # owned by the parts, built fresh per record
+    for k in mapped.consumed:
+        attrs.pop(k, None)
     for k, v in p.extra.items():
-        attrs.setdefault(k, v)
+        attrs.setdefault(k, jsonable(v))
     if p.events:
         attrs.setdefault("otel.events", p.events)
     try:

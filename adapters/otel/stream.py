@@ -24,7 +24,8 @@ _CLOSE = ("end_map", "end_array")
 def walk(f: BinaryIO, *, collect: Iterable[str], mark: Iterable[str] = (),
          multiple_values: bool = False) -> Iterator[Event]:
     """Stream `("value", prefix, obj)` for each whole value at a prefix in `collect`, and `("start" | "end",
-    prefix, None)` around containers at a prefix in `mark`. Raises ijson / decoding errors as they come."""
+    prefix, event)` around containers at a prefix in `mark` (event: `start_map`, `end_array`, ...).
+    Raises ijson / decoding errors as they come."""
     want, marks = frozenset(collect), frozenset(mark)
     events = ijson.parse(f, use_float=True, multiple_values=multiple_values)
     for prefix, event, value in events:
@@ -48,9 +49,9 @@ def walk(f: BinaryIO, *, collect: Iterable[str], mark: Iterable[str] = (),
                 yield "value", prefix, value
         elif prefix in marks:
             if event in _OPEN:
-                yield "start", prefix, None
+                yield "start", prefix, event
             elif event in _CLOSE:
-                yield "end", prefix, None
+                yield "end", prefix, event
 
 
 def stream_error(exc: Exception, *, source: str, location: str) -> Quarantine:

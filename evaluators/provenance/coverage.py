@@ -29,7 +29,9 @@ FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason"
 
 FieldState = Literal["present", "empty", "missing"]
 """`missing`: the source did not record the field (None); `empty`: recorded but blank; `present`: has text."""
-TruncationReason = Literal["declared_shorter", "marker_end", "marker_inside", "finish_length", "delivery_truncated"]
+TruncationReason = Literal[
+    "declared_shorter", "marker_end", "marker_inside", "finish_length", "delivery_truncated"
+]
 """Why a field is judged cut: fewer characters than declared, a marker at the end or inside the text, a
 `length` finish reason, or the turn's delivery state `failed_truncated`."""
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from adapters.exceptions import SpecError
 
@@ -70,7 +70,7 @@ class SimConfig(BaseModel):
     think_time_median_s: Positive = 45.0
     """Median pause between an answer and the next message in a session."""
     replay_think_time_median_s: Positive = 15.0
-    """Median pause before a replay (users resend quickly)."""
+    """Median pause before the next message after a failed turn (users resend quickly)."""
     think_time_sigma: float = Field(default=0.8, ge=0.0)
     """Log-scale spread of in-session pauses."""
 
@@ -99,7 +99,7 @@ class SimConfig(BaseModel):
     """Delivery failure (abnormal stop) rate of deep tasks."""
     failure_rate_simple: Rate = 0.020
     """Delivery failure rate of simple answers."""
-    failure_user_shape: float = Field(default=0.3, ge=0.0)
+    failure_user_shape: float = Field(default=0.12, ge=0.0)
     """Gamma shape of each real user's failure propensity (mean 1): smaller concentrates failures in fewer
     users (study: 3.6% of turns but only 10.3% of users failed); 0 makes every user alike."""
     short_prompt_failure_rate: Rate = 0.073
@@ -168,8 +168,9 @@ class SimConfig(BaseModel):
     """Median gap to the next session after a session that ended in failure (study: 9 min)."""
     return_median_after_success_s: Positive = 65520.0
     """Median gap to the next session otherwise (study: 18.2 h)."""
-    return_gap_sigma: float = Field(default=1.3, ge=0.0)
-    """Log-scale spread of gaps between a user's sessions."""
+    return_gap_sigma: float = Field(default=1.2, ge=0.0)
+    """Log-scale spread of gaps between a user's sessions; with the sessions per user it sets the share of
+    single-turn sessions followed by a return within T (study: 71.5%)."""
     return_window_days: Positive = 7.0
     """The engagement window T: a session with a next one within T counts as returned."""
 
@@ -201,6 +202,12 @@ class SimConfig(BaseModel):
     plant_secret_rate: Rate = 0.0
     """Chance that a request carries a secret (email, phone number, API key or card number)."""
 
+    @field_validator("start")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        # A naive time would be read in the machine's zone, and the same seed would give other bytes elsewhere.
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+
     @model_validator(mode="after")
     def _coherent(self) -> SimConfig:
         derive(self)  # raises ValueError naming the fields whose targets cannot hold together
@@ -219,7 +226,9 @@ class Derived:
     fail_normal: float
     """Marginal failure rate of normal turns."""
     fail_long: dict[str, float]
-    """Failure rate per mode of requests longer than 5 characters."""
+    """Failure rate per mode of requests longer than 5 characters; key `short` for 1-5 character requests."""
+    fail_scaled: dict[str, float]
+    """The same rates as base probabilities for real users, whose propensity multiplies them (capped at 1)."""
     p_no_thinking: tuple[float, float]
     """P(no thinking | delivered), P(no thinking | failed) for normal turns."""
     p_no_retrieval: tuple[float, float]
@@ -255,6 +264,26 @@ def _lognormal_between(mu: float, sigma: float, lo: float, hi: float) -> float:
     return cdf(hi) - cdf(lo)
 
 
+def _uncapped(p: float, shape: float) -> float:
+    """The base rate a with E[min(1, a * m)] = p for m ~ Gamma(shape, 1 / shape): undoes the cap's bias."""
+    if shape <= 0 or p <= 0 or p >= 1:
+        return p
+    from scipy.special import gammainc
+
+    def capped_mean(a: float) -> float:
+        # E[a m; m < 1/a] + P(m >= 1/a), using E[m 1{m < x}] = F_{shape+1}(x) when E[m] = 1.
+        x = shape / a
+        return a * float(gammainc(shape + 1.0, x)) + 1.0 - float(gammainc(shape, x))
+
+    lo, hi = p, 1.0
+    while capped_mean(hi) < p:
+        hi *= 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if capped_mean(mid) < p else (lo, mid)
+    return (lo + hi) / 2.0
+
+
 def _conditional_missing(p_fail: float, rate_missing: float, rate_present: float,
                          fields: str) -> tuple[float, float]:
     """P(step missing | delivered), P(step missing | failed) so that the failure rates given the step hold."""
@@ -282,6 +311,8 @@ def derive(c: SimConfig) -> Derived:
         _check(0.0 <= q <= 1.0, f"short_prompt_rate, short_prompt_failure_rate, failure_rate ({mode})",
                f"leave a failure rate of {q:.4f} for longer {mode} requests, outside [0, 1]")
         fail_long[mode] = q
+    fail_long["short"] = c.short_prompt_failure_rate
+    fail_scaled = {k: _uncapped(p, c.failure_user_shape) for k, p in fail_long.items()}
     no_thinking = _conditional_missing(fail_normal, c.fail_rate_no_thinking, c.fail_rate_with_thinking,
                                        "fail_rate_no_thinking, fail_rate_with_thinking, failure_rate")
     no_retrieval = _conditional_missing(fail_normal, c.fail_rate_no_retrieval, c.fail_rate_with_retrieval,
@@ -321,7 +352,8 @@ def derive(c: SimConfig) -> Derived:
     _check(nonreal < 0.9, "internal_turn_share, test_turn_share, suggestion_turn_share, synthetic_turn_share",
            f"sum to {nonreal:.3f}; non-real traffic must stay below 0.9 of raw turns")
     return Derived(
-        fail_normal=fail_normal, fail_long=fail_long, p_no_thinking=no_thinking, p_no_retrieval=no_retrieval,
+        fail_normal=fail_normal, fail_long=fail_long, fail_scaled=fail_scaled, p_no_thinking=no_thinking,
+        p_no_retrieval=no_retrieval,
         fast_ok_share=fast_ok, mid_fail_share=mid, mu_normal_ok=mu, extra_turn_p=1.0 / (1.0 + extra),
         sessions_mu=sessions_mu, suggestion_per_turn=c.suggestion_turn_share / (1.0 - nonreal),
         other_nonreal_per_real=(nonreal - c.suggestion_turn_share) / (1.0 - nonreal),

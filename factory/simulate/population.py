@@ -1,4 +1,4 @@
-"""Users, sessions and turns: what each simulated turn is (`TurnPlan`), before it is written as spans.
+"""Users, sessions and turns: the accounts of each segment, drawn one session at a time as `TurnPlan`s.
 
 Three random streams per account keep experiments paired: `base` draws the traffic itself, `defect` draws
 the planted defects (a fixed number of draws per turn, so which turns are planted does not move when a rate
@@ -9,83 +9,23 @@ so the same seed with and without defects yields the same underlying traffic.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 import numpy as np
 
 from adapters.model import stable_id
 from factory.simulate import texts
 from factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
+from factory.simulate.defects import plant, plants_active
+from factory.simulate.plan import NS, Exec, Segment, TurnPlan, trace_id
 from factory.simulate.texts import Request
 
-Segment = Literal["real", "internal", "test", "suggestion", "synthetic"]
-NS = 1_000_000_000
 _ERRORS = ("upstream model timeout", "generation failed: internal error", "rate limited by model provider",
            "context length exceeded")
 _DEEP_ERRORS = ("task aborted: data source unavailable", "task aborted: planner returned no steps",
                 "task aborted: worker lost")
-
-
-@dataclass(slots=True)
-class Exec:
-    """How the agent executed one turn (natural, before any planted defect)."""
-
-    failed: bool
-    kind: str  # delivered | failed_empty | failed_error | failed_truncated
-    latency_s: float
-    has_thinking: bool
-    has_retrieval: bool
-    extra_llm: bool = False
-    n_tools: int = 0
-    planned_steps: int = 0
-    done_steps: int = 0
-    progress: float | None = None
-
-
-@dataclass(slots=True)
-class TurnPlan:
-    """Everything about one simulated turn: what is logged as spans and what truth records."""
-
-    trace_id: str
-    user_id: str
-    session_id: str
-    turn_index: int
-    segment: Segment
-    account_type: str
-    request_source: str
-    synthetic: bool
-    mode: str
-    request: Request
-    answer: str | None
-    """The logged answer; None when the turn ended in an error (no output recorded)."""
-    delivery: str
-    """Delivery state as the logged evidence shows it (after planted defects)."""
-    natural_delivery: str
-    ex: Exec
-    start_ns: int
-    latency_ns: int
-    error_message: str | None = None
-    is_replay: bool = False
-    is_verbatim_replay: bool = False
-    replay_of: str | None = None
-    redo_of: str | None = None
-    disclosure: bool = False
-    template: bool = False
-    planted: list[str] = field(default_factory=list)
-    injection: str | None = None
-    secrets: list[dict[str, str]] = field(default_factory=list)
-
-    @property
-    def end_ns(self) -> int:
-        return self.start_ns + self.latency_ns
-
-
-def trace_id(seed: int, *parts: object) -> str:
-    return hashlib.sha256(repr((seed, *parts)).encode()).hexdigest()[:32]
 
 
 def _lognormal(rng: np.random.Generator, median: float, sigma: float) -> float:
@@ -104,10 +44,17 @@ def _failure_kind(rng: np.random.Generator, c: SimConfig) -> str:
 
 
 def execute(rng: np.random.Generator, c: SimConfig, d: Derived, mode: str, *, short: bool,
-            propensity: float = 1.0) -> Exec:
-    """Draw whether the turn fails, which chain steps it ran and how long it took."""
-    p_fail = c.short_prompt_failure_rate if short else d.fail_long[mode]
-    failed = float(rng.random()) < min(1.0, p_fail * propensity)
+            propensity: float | None = None) -> Exec:
+    """Draw whether the turn fails, which chain steps it ran and how long it took.
+
+    `propensity` is the real user's failure multiplier (None for accounts without one).
+    """
+    key = "short" if short else mode
+    if propensity is None:
+        p_fail = d.fail_long[key]
+    else:
+        p_fail = min(1.0, d.fail_scaled[key] * propensity)
+    failed = float(rng.random()) < p_fail
     kind = _failure_kind(rng, c) if failed else "delivered"
     if mode == "simple":
         return Exec(failed, kind, _lognormal(rng, c.latency_gm_simple_s, c.latency_sigma_simple), False, False)
@@ -159,7 +106,7 @@ class _Account:
     rng: np.random.Generator
     drng: np.random.Generator | None  # planted-defect stream; None when the account gets no defects
     short_rate: float
-    propensity: float = 1.0
+    propensity: float | None = None
 
 
 class Population:
@@ -168,6 +115,7 @@ class Population:
     def __init__(self, c: SimConfig, d: Derived) -> None:
         self.c = c
         self.d = d
+        self.planting = plants_active(c)
 
     # --- accounts -----------------------------------------------------------------------------------------
     def _account(self, segment: Segment, index: int, account_type: str) -> _Account:
@@ -176,13 +124,13 @@ class Population:
         rng = np.random.default_rng([c.seed, 0, _SEGMENT_CODE[segment], index])
         lang = "zh" if float(rng.random()) < c.chinese_share else "en"
         drng = None
-        if segment == "real":
+        if segment == "real" and self.planting:
             drng = np.random.default_rng([c.seed, 1, index])
             if float(drng.random()) >= c.defect_user_share:
                 drng = None
         short = c.short_prompt_rate if segment != "test" else max(c.short_prompt_rate, 0.3)
         shape = c.failure_user_shape
-        propensity = float(rng.gamma(shape, 1.0 / shape)) if segment == "real" and shape > 0 else 1.0
+        propensity = float(rng.gamma(shape, 1.0 / shape)) if segment == "real" and shape > 0 else None
         return _Account(key, stable_id(c.seed, *key, prefix="u_"), segment, account_type, lang, rng, drng, short,
                         propensity)
 
@@ -266,7 +214,8 @@ class Population:
             source = prev if replay_of is not None else prev_last if redo_of is not None else None
             if source is not None:  # a resend carries whatever the original request carried
                 tp.injection, tp.secrets = source.injection, list(source.secrets)
-            self._plant(acc, tp, prev)
+            if acc.drng is not None:
+                plant(c, acc.drng, tp, prev)
             turns.append(tp)
             pause = c.replay_think_time_median_s if ex.failed else c.think_time_median_s
             t_ns = tp.end_ns + int(_lognormal(rng, pause, c.think_time_sigma) * NS)
@@ -320,7 +269,7 @@ class Population:
             trace_id=trace_id(c.seed, *acc.key, j, k), user_id=acc.user_id, session_id=session_id, turn_index=k,
             segment=acc.segment, account_type=acc.account_type, request_source="typed", synthetic=False,
             mode=mode, request=req, answer=answer, delivery=ex.kind, natural_delivery=ex.kind, ex=ex,
-            start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error,
+            start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error, defect_user=acc.drng is not None,
         )
         if ex.kind == "delivered" and disclosure:
             tp.answer = f"{answer}\n{texts.disclosure(req.lang, c.company_name_zh, c.company_name_en)}"
@@ -356,57 +305,8 @@ class Population:
             latency_ns=int(ex.latency_s * NS),
         )
 
-    # --- planted defects ----------------------------------------------------------------------------------
-    def _plant(self, acc: _Account, tp: TurnPlan, prev: TurnPlan | None) -> None:
-        """Rewrite the logged turn with the planted defects its draws select (defect users only)."""
-        c = self.c
-        if acc.drng is None:
-            return
-        u = acc.drng.random(8)  # fixed number of draws per turn: planted turns stay put as rates change
-        if c.plant_latency_scale != 1.0:
-            tp.latency_ns = int(tp.latency_ns * c.plant_latency_scale)
-            tp.planted.append("latency_scaled")
-        copied = tp.is_replay or tp.redo_of is not None
-        if prev is not None and not copied and u[1] < c.plant_replay_rate:
-            tp.request = prev.request
-            tp.is_replay = tp.is_verbatim_replay = True
-            tp.replay_of = prev.trace_id
-            tp.injection, tp.secrets = prev.injection, list(prev.secrets)
-            tp.planted.append("extra_replay")
-            copied = True
-        if not copied and u[4] < c.plant_injection_rate:
-            tp.request = Request(texts.with_injection(tp.request.text, tp.request.lang, bool(u[6] < 0.5)),
-                                 tp.request.lang, tp.request.topic)
-            tp.injection = tp.request.lang
-            tp.planted.append("prompt_injection")
-        if not copied and u[5] < c.plant_secret_rate:
-            srng = np.random.default_rng([c.seed, 9, *_ints(tp.trace_id)])
-            kind, value = texts.secret(srng)
-            tp.request = Request(texts.with_secret(tp.request.text, tp.request.lang, kind, value),
-                                 tp.request.lang, tp.request.topic)
-            tp.secrets.append({"kind": kind, "value": value})
-            tp.planted.append("secret")
-        if tp.delivery != "delivered":
-            return
-        if u[0] < c.plant_blank_rate:
-            tp.answer = ""
-            tp.delivery = "failed_empty"
-            tp.planted.append("answer_blanked")
-            return
-        lang = tp.request.lang
-        if u[2] < c.plant_disclosure_rate:
-            tp.answer = f"{tp.answer}\n{texts.disclosure(lang, c.company_name_zh, c.company_name_en)}"
-            tp.planted.append("disclosure")
-        if u[3] < c.plant_template_rate:
-            tp.answer = texts.TEMPLATE_TEXT[lang] + (tp.answer or "")
-            tp.planted.append("template")
-
 
 _SEGMENT_CODE = {"real": 0, "internal": 1, "test": 2, "suggestion": 3, "synthetic": 4}
-
-
-def _ints(hex_id: str) -> list[int]:
-    return [int(hex_id[i:i + 8], 16) for i in range(0, len(hex_id), 8)]
 
 
 def _is_short(text: str) -> bool:

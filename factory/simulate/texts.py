@@ -35,6 +35,17 @@ DIMS = (
     ("按区域", "by region"), ("按渠道", "by channel"), ("按产品线", "by product line"), ("按门店", "by store"),
     ("按客户分层", "by customer tier"), ("按月", "by month"), ("按SKU", "by SKU"), ("按新老客", "new vs returning"),
 )
+DIM_MEMBERS = (
+    (("华东", "East China"), ("华南", "South China"), ("西南", "Southwest China")),
+    (("小程序", "the mini-program"), ("线下门店", "physical stores"), ("直播带货", "live-stream sales")),
+    (("家电", "home appliances"), ("母婴", "baby products"), ("生鲜", "fresh food")),
+    (("上海徐汇店", "the Xuhui store"), ("北京朝阳店", "the Chaoyang store"), ("成都春熙店", "the Chunxi store")),
+    (("高价值客户", "high-value customers"), ("沉睡客户", "dormant customers"), ("新注册客户", "new sign-ups")),
+    (("3月", "March"), ("11月", "November"), ("7月", "July")),
+    (("SKU-1024", "SKU-1024"), ("SKU-2210", "SKU-2210"), ("SKU-0387", "SKU-0387")),
+    (("老客", "returning customers"), ("新客", "new customers"), ("老客", "returning customers")),
+)
+"""For each breakdown in DIMS, members an answer can name as the largest contributor."""
 ANALYSES = (
     ("同期群分析", "cohort analysis"), ("帕累托分析", "Pareto analysis"), ("RFM分层", "RFM segmentation"),
     ("漏斗分析", "funnel analysis"), ("归因分析", "attribution analysis"), ("价格弹性分析", "price elasticity study"),
@@ -184,14 +195,14 @@ def answer_text(rng: np.random.Generator, req: Request, mode: str) -> str:
                 "which period?")
     s = _slots(req.topic, req.lang)
     value, change, share = _num(rng, 5, 95), _num(rng, -30, 30), _num(rng, 12, 48)
-    top = SCOPES[_pick(rng, len(SCOPES))][0 if zh else 1]
+    top = DIM_MEMBERS[req.topic.dim][_pick(rng, 3)][0 if zh else 1]
     if mode == "simple":
         return (f"{s['s']}{s['p']}的{s['m']}为{value}，较上期变化{change}%。" if zh else
-                f"{s['m'].capitalize()} for {s['s']} in {s['p']} was {value}, {change:+}% versus the prior period.")
+                f"{_cap(s['m'])} for {s['s']} in {s['p']} was {value}, {change:+}% versus the prior period.")
     body = (f"{s['s']}{s['p']}的{s['m']}分析如下：\n1. 整体：{s['m']}为{value}，同比变化{change}%。\n"
             f"2. {s['d']}看，{top}贡献最大，占比{share}%。\n3. 主要原因：促销节奏变化与渠道结构调整。\n"
             f"建议：优先跟进{top}，下周复盘{s['m']}。" if zh else
-            f"{s['m'].capitalize()} for {s['s']} in {s['p']}:\n1. Overall: {value}, {change:+}% year over year.\n"
+            f"{_cap(s['m'])} for {s['s']} in {s['p']}:\n1. Overall: {value}, {change:+}% year over year.\n"
             f"2. Broken down {s['d']}, {top} contributes most ({share}%).\n3. Main drivers: promotion timing and "
             f"channel mix.\nNext step: follow up on {top} and review {s['m']} next week.")
     if mode != "deep":
@@ -205,6 +216,10 @@ def answer_text(rng: np.random.Generator, req: Request, mode: str) -> str:
              f"short; seasonality may exaggerate the change.\n## Conclusion\nThe change in {s['m']} is "
              f"concentrated in a few units; track them separately.")
     return body + extra
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def truncate(rng: np.random.Generator, text: str) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from factory.simulate import texts
-from factory.simulate.population import TurnPlan
+from factory.simulate.plan import TurnPlan
 
 SCOPE = {"name": "agent-factory.simulator", "version": "1"}
 """The instrumentation scope of every simulated span."""

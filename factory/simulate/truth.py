@@ -12,7 +12,7 @@ from collections import Counter
 from typing import Any
 
 from factory.simulate.config import SimConfig
-from factory.simulate.population import NS, TurnPlan
+from factory.simulate.plan import NS, TurnPlan
 from factory.simulate.texts import bigram_jaccard
 
 MODES = ("normal", "simple", "deep")
@@ -72,7 +72,7 @@ def truth_record(tp: TurnPlan, *, n_spans: int, session_len: int, redo_jaccard: 
         "is_replay": tp.is_replay, "is_verbatim_replay": tp.is_verbatim_replay, "replay_of": tp.replay_of,
         "is_redo_of": tp.redo_of, "redo_jaccard": None if redo_jaccard is None else round(redo_jaccard, 4),
         "disclosure": tp.disclosure, "template": tp.template, "planted": list(tp.planted),
-        "injection": tp.injection, "secrets": list(tp.secrets),
+        "injection": tp.injection, "secrets": list(tp.secrets), "defect_user": tp.defect_user,
     }
 
 
@@ -86,16 +86,17 @@ class Tally:
         self.log_latency: dict[str, float] = {m: 0.0 for m in MODES}
         self._prev: TurnPlan | None = None  # last turn of the user's previous real session
         self._prev_len = 0
-        self._user_failed = False
+        self._user_failed = self._defect_user = False
 
     def begin_user(self) -> None:
         self._prev, self._prev_len = None, 0
-        self._user_failed = False
+        self._user_failed = self._defect_user = False
 
     def end_user(self, *, real: bool) -> None:
         if real:
             self.cnt["users"] += 1
             self.cnt["users_with_failure"] += self._user_failed
+            self.cnt["defect_users"] += self._defect_user
         else:
             self.cnt["accounts"] += 1
 
@@ -122,6 +123,7 @@ class Tally:
             self.cnt[f"len{bucket}.sessions"] += 1
             self.cnt[f"len{bucket}.with_failure"] += any(failed)
             self._user_failed |= any(failed)
+            self._defect_user = turns[0].defect_user
             self._prev, self._prev_len = turns[-1], len(turns)
         return records
 
@@ -252,4 +254,5 @@ class Tally:
                 "natural_template_triggers": cnt["template.natural"],
             },
             "planted": {k.split(".", 1)[1]: v for k, v in sorted(cnt.items()) if k.startswith("planted.")},
+            "defect_users": cnt["defect_users"],
         }

@@ -18,7 +18,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from factory.simulate.config import SimConfig, derive
-from factory.simulate.population import Population, Segment, TurnPlan
+from factory.simulate.plan import Segment, TurnPlan
+from factory.simulate.population import Population
 from factory.simulate.traces import otlp_line
 from factory.simulate.truth import Tally
 

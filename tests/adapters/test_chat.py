@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Quarantine, read_head
+from adapters.base import Quarantine, detect, get_adapter, read_head
 from adapters.chat import OpenAIChatAdapter, TauBenchAdapter, is_message
 from adapters.chat_io import SeenIds, detect_layout, dotted, first_record
 from adapters.chat_messages import content_text, looks_like_error
@@ -160,6 +160,7 @@ def test_chat_delivery_states_and_tool_errors() -> None:
     pre, asked, last = convs["c13"].turns
     assert pre.request is None and pre.attributes["preamble"] is True and pre.delivery == "unknown"
     assert asked.request == "What is this?" and asked.delivery == "delivered"
+    assert asked.attributes["request_non_text_parts"] == 1
     assert last.request == "Thanks" and last.answer is None and last.delivery == "unknown" and last.spans == ()
     # c15: only a system prompt: no turns, but the prompt's hash is kept.
     assert convs["c15"].turns == () and convs["c15"].attributes["system_messages"] == 1
@@ -355,3 +356,17 @@ def test_chat_reading_memory_does_not_grow_with_the_number_of_records(tmp_path: 
     # Four times the records may not cost more memory: nothing of a record outlives it.
     assert peak_large <= peak_small * 1.15 + 32 * 1024, (peak_small, peak_large)
     assert peak_large < 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("chat/mixed.jsonl", "openai-chat"),
+    ("chat/tau_small.json", "tau-bench"),
+    ("steplog/runs.json", "step-log"),
+    ("steplog/contract.json", "run-contract"),
+])
+def test_registry_finds_these_adapters_by_name_and_by_sniffing(name: str, expected: str) -> None:
+    assert detect(FIXTURES / name).name == expected
+    assert type(get_adapter(expected)).__name__ == {
+        "openai-chat": "OpenAIChatAdapter", "tau-bench": "TauBenchAdapter",
+        "step-log": "StepLogAdapter", "run-contract": "RunContractAdapter",
+    }[expected]
