@@ -101,12 +101,40 @@ def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
         return f.read(n)
 
 
+MAX_NESTING = 64
+"""JSON nested deeper than this in a file's head is not a trace format (and would make sniffing quadratic)."""
+
+def cut_at_depth(head: bytes, limit: int = MAX_NESTING) -> bytes:
+    """`head` up to where its JSON nesting (outside strings) first exceeds `limit`; all of it otherwise."""
+    depth, in_string, escaped = 0, False, False
+    for i, b in enumerate(head):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:
+                in_string = False
+        elif b == 0x22:
+            in_string = True
+        elif b in (0x5B, 0x7B):
+            depth += 1
+            if depth > limit:
+                return head[:i]
+        elif b in (0x5D, 0x7D):
+            depth -= 1
+    return head
+
+
 def detect(path: Path) -> Adapter:
     """Find the adapter for a file by sniffing its first bytes; `SpecError` if none matches."""
     _load_builtins()
     head = read_head(path)
     if not head.strip():
         raise SpecError(f"{path}: file is empty; nothing to ingest")
+    # Sniffers see the head only up to absurd nesting: such a record is quarantined when read, and ijson's
+    # per-event prefixes would make sniffing it quadratic.
+    head = cut_at_depth(head)
     for name in _ORDER:
         adapter = _REGISTRY[name]
         if adapter.sniff(head, path):

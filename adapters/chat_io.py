@@ -52,16 +52,23 @@ def _strip(head: bytes) -> bytes:
     return head[len(_BOM):].lstrip() if head.startswith(_BOM) else head.lstrip()
 
 
+MAX_SNIFF_DEPTH = 64
+"""Nesting deeper than this in a file's head is no record of any format we read."""
+
+
 def partial_value(data: bytes) -> Any:
     """The first JSON value in `data`, as far as it goes: a value cut off by the end of `data` comes back
     with what was read (open containers closed), so sniffing works on a file's head."""
     builder = ObjectBuilder()
     depth = 0
     try:
-        for _prefix, event, value in ijson.parse(io.BytesIO(data), multiple_values=True):
+        # basic_parse builds no prefixes: ijson.parse's prefix strings make a deeply nested head quadratic.
+        for event, value in ijson.basic_parse(io.BytesIO(data), multiple_values=True):
             builder.event(event, value)
             if event in ("start_map", "start_array"):
                 depth += 1
+                if depth > MAX_SNIFF_DEPTH:
+                    return None
             elif event in ("end_map", "end_array"):
                 depth -= 1
             if depth == 0:

@@ -60,7 +60,7 @@ def write_synthetic_otlp(path: Path, *, spans: int, seed: int = 0) -> Path:
     with open(path, "w", encoding="utf-8") as f:
         i = 0
         while written < spans:
-            trace = f"{i:032x}"
+            trace = f"{seed:08x}{i:024x}"  # seeds give disjoint trace ids
             n_children = min(rng.choice((1, 2, 2, 3, 3)), spans - written - 1)
             root = f"{i:08x}00000000"
             user = f"u{rng.randrange(40_000)}"

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Annotated, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from adapters.model import stable_id
+
+T = TypeVar("T")
 
 PackName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
 """A pack name: letters, digits, `_`, `.`, `-`; usable as a registry name."""
@@ -40,6 +43,33 @@ SpanTextField = Literal["input", "output"]
 """Text fields of a span."""
 SpanKindName = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding", "other"]
 """Span kinds, as in `adapters.model.SpanKind`."""
+
+
+# Packs are frozen, so values derived from one are computed once per pack object, not once per turn. Packs hold
+# dicts and are not hashable: the memo is keyed by identity and keeps the pack alive so the id stays unique.
+_DERIVED: dict[tuple[int, str], tuple[KnowledgePack, object]] = {}
+
+
+def _memo(pack: KnowledgePack, what: str, make: Callable[[], T]) -> T:
+    key = (id(pack), what)
+    hit = _DERIVED.get(key)
+    if hit is None or hit[0] is not pack:
+        if len(_DERIVED) > 256:
+            _DERIVED.clear()
+        hit = _DERIVED[key] = (pack, make())
+    return hit[1]  # type: ignore[return-value]
+
+
+def _digest(pack: KnowledgePack) -> str:
+    return _memo(pack, "digest", lambda: stable_id(pack.model_dump_json(), prefix="k"))
+
+
+def _prefilter(pack: KnowledgePack) -> re.Pattern[str]:
+    def make() -> re.Pattern[str]:
+        parts = [f"(?:{e.pattern})" for lang in sorted(pack.lexicons) for e in pack.lexicons[lang].injection]
+        return compile_pattern("|".join(parts) if parts else r"(?!)")
+
+    return _memo(pack, "prefilter", make)
 
 
 @lru_cache(maxsize=4096)
@@ -264,13 +294,21 @@ class KnowledgePack(_Frozen):
 
     def digest(self) -> str:
         """A content hash of the whole pack: enters cache keys so any change invalidates dependent results."""
-        return stable_id(self.model_dump_json(), prefix="k")
+        return _digest(self)
+
+    def injection_prefilter(self) -> re.Pattern[str]:
+        """One regex alternating every injection pattern: a text it does not match needs no per-pattern scan."""
+        return _prefilter(self)
 
     def truncation_markers(self) -> tuple[str, ...]:
         """All languages' truncation markers, in language then list order, without repeats."""
-        out: list[str] = []
-        for lang in sorted(self.lexicons):
-            for m in self.lexicons[lang].truncation_markers:
-                if m not in out:
-                    out.append(m)
-        return tuple(out)
+
+        def make() -> tuple[str, ...]:
+            out: list[str] = []
+            for lang in sorted(self.lexicons):
+                for m in self.lexicons[lang].truncation_markers:
+                    if m not in out:
+                        out.append(m)
+            return tuple(out)
+
+        return _memo(self, "truncation_markers", make)

@@ -87,6 +87,8 @@ def head_keys(head: bytes, *, record: Literal["top", "first_item"], limit: int =
                     break
             elif event in _OPEN:
                 depth += 1
+                if depth > 64:  # no span format nests this deep; ijson's prefixes would make it quadratic
+                    break
             elif event in _CLOSE:
                 depth -= 1
                 done_top = record == "top" and depth == 0

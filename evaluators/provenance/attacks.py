@@ -43,6 +43,8 @@ def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack)
     if not text:
         return []
     norm = _norm.normalize(text)
+    if pack.injection_prefilter().search(norm.text) is None:
+        return []
     found: list[tuple[int, int, int, InjectionFlag]] = []
     seen: set[tuple[int, int]] = set()
     order = 0

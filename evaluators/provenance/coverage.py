@@ -109,7 +109,7 @@ def _marker(text: str, markers: tuple[str, ...]) -> tuple[str | None, Truncation
     folded = _norm.fold(text).rstrip()
     inside: str | None = None
     for m in markers:
-        fm = _norm.fold(m).strip()
+        fm = _norm.fold(m).strip()  # cached: markers repeat on every call
         if folded.endswith(fm):
             return m, "marker_end"
         if inside is None and fm in folded:

@@ -52,6 +52,7 @@ def _char(ch: str) -> str:
     return unicodedata.normalize("NFKC", ch)
 
 
+@lru_cache(maxsize=512)
 def normalize(text: str) -> Normalized:
     """Normalize `text` for matching (see the module docstring); text needing no change comes back as is."""
     if text.isascii():
@@ -94,6 +95,7 @@ def normalize(text: str) -> Normalized:
     return Normalized("".join(out), tuple(out_origin))
 
 
+@lru_cache(maxsize=512)
 def fold(text: str) -> str:
     """Normalized and case-folded text, for literal comparisons (truncation markers)."""
     return normalize(text).text.casefold()

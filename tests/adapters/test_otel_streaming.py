@@ -63,24 +63,24 @@ def traced_peak(adapter, path: Path) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_otlp_json_lines_memory_is_flat(tmp_path):
-    small, big = tmp_path / "50k.jsonl", tmp_path / "200k.jsonl"
-    write_otlp_lines(small, 50_000)
-    write_otlp_lines(big, 200_000)
+    small, big = tmp_path / "10k.jsonl", tmp_path / "40k.jsonl"
+    write_otlp_lines(small, 10_000)
+    write_otlp_lines(big, 40_000)
     n_small, peak_small = traced_peak(OtlpJsonAdapter(), small)
     n_big, peak_big = traced_peak(OtlpJsonAdapter(), big)
-    assert (n_small, n_big) == (50_000, 200_000)
+    assert (n_small, n_big) == (10_000, 40_000)
     assert peak_big < PEAK_LIMIT
     assert peak_big < peak_small * 1.5 + 512 * 1024
 
 
 @pytest.mark.slow
 def test_otlp_document_memory_is_flat(tmp_path):
-    small, big = tmp_path / "10k.json", tmp_path / "40k.json"
-    write_otlp_document(small, 10_000)
-    write_otlp_document(big, 40_000)
+    small, big = tmp_path / "5k.json", tmp_path / "20k.json"
+    write_otlp_document(small, 5_000)
+    write_otlp_document(big, 20_000)
     n_small, peak_small = traced_peak(OtlpJsonAdapter(), small)
     n_big, peak_big = traced_peak(OtlpJsonAdapter(), big)
-    assert (n_small, n_big) == (10_000, 40_000)
+    assert (n_small, n_big) == (5_000, 20_000)
     assert peak_big < PEAK_LIMIT
     assert peak_big < peak_small * 1.5 + 512 * 1024
 
