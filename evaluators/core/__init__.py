@@ -1,0 +1,43 @@
+"""The evaluator as data (rho, pi, sigma, v), results, and the registries of rules, analyses and components."""
+
+from evaluators.core.model import (
+    COMPONENTS,
+    LAYERS,
+    AtomicDatum,
+    CascadeConfig,
+    CollectorIdentity,
+    Component,
+    DataDefinition,
+    DatumKind,
+    EvaluatorSpec,
+    Layer,
+    Projection,
+    Result,
+    Tier,
+    Value,
+    load_yaml_model,
+)
+from evaluators.core.registry import (
+    Analysis,
+    ComponentSpec,
+    EngagementView,
+    Observations,
+    RuleAnswer,
+    RuleContext,
+    SpanView,
+    Unit,
+    UnitRow,
+    components,
+    get_component,
+    get_rule,
+    register_component,
+    rule,
+    rule_names,
+)
+
+__all__ = [
+    "COMPONENTS", "LAYERS", "Analysis", "AtomicDatum", "CascadeConfig", "CollectorIdentity", "Component",
+    "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "Layer", "Observations",
+    "Projection", "Result", "RuleAnswer", "RuleContext", "SpanView", "Tier", "Unit", "UnitRow", "Value",
+    "components", "get_component", "get_rule", "load_yaml_model", "register_component", "rule", "rule_names",
+]

@@ -1,0 +1,225 @@
+"""The evaluator as data: e = <K, H, phi, f, rho, pi, sigma, v> (DESIGN.md section 5).
+
+rho is `DataDefinition`, pi is `Projection`, a collected datum is `AtomicDatum`, f's output is `Result`, and
+`EvaluatorSpec` bundles them with the knowledge pack, adapters and cascade; its version `v` is a content hash
+that changes whenever any part changes. All models are frozen, forbid extra fields and load from YAML.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from adapters.exceptions import SpecError
+from adapters.model import EvidencePointer, stable_id
+
+Component = Literal["execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication"]
+"""The seven components: a spine (execution -> substance -> trajectory -> results), conduct across it, and
+provenance and adjudication beside it."""
+COMPONENTS: tuple[Component, ...] = (
+    "execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication",
+)
+Layer = Literal["span", "trace", "conversation", "engagement"]
+"""The unit a datum or result is about: a span, a turn (trace), a session, or a user's window."""
+LAYERS: tuple[Layer, ...] = ("span", "trace", "conversation", "engagement")
+Tier = Literal["rule", "small_model", "jury"]
+"""Collector tiers of the cascade, cheapest first."""
+Value = Literal["yes", "no", "not_applicable", "uncollected"]
+"""A datum's value. `uncollected` is never a pass: it carries a reason and is left out of every rate."""
+DatumKind = Literal["check", "fact"]
+"""A check is a yes/no judgment; a fact is an observed quantity or label (latency, mode, progress)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Projection(_Frozen):
+    """pi: which evidence a datum's collector may see, and how much of it."""
+
+    fields: tuple[str, ...] = ("request", "answer")
+    """Unit fields exposed (`request`, `answer`, `spans.input`, `spans.output`, `turns`, ...)."""
+    max_chars: int | None = Field(default=None, gt=0)
+    """Characters per field; None means full text (the default: truncation must be declared)."""
+    strategy: Literal["full", "head", "head_tail"] = "full"
+    """How text beyond `max_chars` is cut; the coverage actually shown is stored with the datum."""
+
+
+class DataDefinition(_Frozen):
+    """rho: what one atomic datum means, when it applies, who may collect it, and whether it is admitted."""
+
+    id: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+    """Dotted id, component first: `execution.delivered`, `substance.i1_answers_task`, `conduct.clause_3`."""
+    question: str = Field(min_length=1)
+    """The question a collector answers, in words a person can check."""
+    component: Component
+    """The component the datum belongs to."""
+    layer: Layer
+    """The unit the datum is about."""
+    kind: DatumKind = "check"
+    """yes/no check or observed fact."""
+    applies_when: str | None = None
+    """Registered rule name deciding applicability (not_applicable otherwise); None: always applies."""
+    rule: str | None = None
+    """Registered rule collector name; it may abstain, passing the item to the model tiers."""
+    tiers: tuple[Tier, ...] = ("rule",)
+    """Tiers allowed to collect this datum, in cascade order."""
+    demands_jury: bool = False
+    """Send to the cross-family jury even when the small model is sure."""
+    projection: Projection = Field(default_factory=Projection)
+    """Evidence the model tiers see."""
+    version: str = "1"
+    """Bumped by hand or by the audit loop when the meaning changes."""
+    admitted: bool = True
+    """Whether analyses may use it (the audit retires items whose kappa is below 0.60)."""
+    description: str = ""
+    """Notes for reviewers: sources, edge cases."""
+
+    @model_validator(mode="after")
+    def _collectable(self) -> DataDefinition:
+        if "rule" in self.tiers and self.rule is None:
+            raise ValueError(f"{self.id}: tier 'rule' needs a rule name")
+        if not self.tiers:
+            raise ValueError(f"{self.id}: at least one collector tier is needed")
+        return self
+
+    def digest(self) -> str:
+        """Content hash: part of every cache key of this datum."""
+        return stable_id(self.model_dump_json(), prefix="d")
+
+
+class CollectorIdentity(_Frozen):
+    """Who collected a datum."""
+
+    tier: Tier
+    """Cascade tier."""
+    name: str
+    """Rule name, or the model string (litellm form) for model tiers."""
+    family: str | None = None
+    """Model family (openai, anthropic, ...) for model tiers; juries need distinct families."""
+    version: str = "1"
+    """Rule version, or the prompt template's digest for model tiers."""
+
+
+class AtomicDatum(_Frozen):
+    """One collected datum: a checkable judgment or fact about one unit, with evidence and no score."""
+
+    unit_id: str
+    """The span, turn, conversation or engagement id."""
+    layer: Layer
+    """Layer of the unit."""
+    item: str
+    """The `DataDefinition.id`."""
+    item_version: str
+    """The definition's version when collected."""
+    value: Value
+    """yes / no / not_applicable / uncollected. For a fact: `yes` when observed."""
+    fact: float | str | None = None
+    """The observed quantity or label for fact definitions (latency ms, mode, progress)."""
+    reason: str | None = None
+    """Why: required when uncollected; the collector's short rationale otherwise."""
+    evidence: tuple[EvidencePointer, ...] = ()
+    """Where the judgment can be checked."""
+    collector: CollectorIdentity
+    """Who collected it."""
+    tokens: int = Field(default=0, ge=0)
+    """Model tokens spent on this datum (its share of the unit's call)."""
+    cost_usd: float = Field(default=0.0, ge=0)
+    """Its share of the call's cost from litellm's local cost map."""
+    coverage: float | None = Field(default=None, ge=0, le=1)
+    """Share of the projected evidence's characters the collector actually saw (1.0 = full text)."""
+    key: str = ""
+    """Cache key k = hash(v || hash(pi(x))) it was stored under."""
+
+    @model_validator(mode="after")
+    def _reasoned(self) -> AtomicDatum:
+        if self.value == "uncollected" and not self.reason:
+            raise ValueError(f"{self.item} on {self.unit_id}: an uncollected datum needs a reason")
+        return self
+
+
+class Result(_Frozen):
+    """One output of a deterministic analysis: a rate, score, count or label, with its uncertainty."""
+
+    component: Component
+    """Component that produced it."""
+    layer: Layer
+    """Layer it is about."""
+    metric: str
+    """Metric name, e.g. `failure_rate`, `S`, `outcome_share.blocked`, `C(r).clause_1`."""
+    stratum: str = "all"
+    """Subgroup (`mode=deep`, `language=zh`, ...); `all` for the whole population."""
+    unit_id: str | None = None
+    """Set for per-unit results (a session's outcome); None for population results."""
+    value: float | str | None
+    """The result; None when undefined (n = 0), with `note` saying why."""
+    low: float | None = None
+    """Lower bound of the 95% interval, when one applies."""
+    high: float | None = None
+    """Upper bound of the 95% interval."""
+    n: int = Field(default=0, ge=0)
+    """Units in the denominator."""
+    note: str | None = None
+    """Method or caveat (`wilson`, `user-clustered`, `censored excluded`, ...)."""
+    analysis: str
+    """Name of the analysis function."""
+    analysis_version: str
+    """Version of the analysis: results change only when data or this version change."""
+
+
+class CascadeConfig(_Frozen):
+    """phi's shape: which tiers run and when to escalate."""
+
+    small_model: str | None = None
+    """litellm model string of the small model; None: model-tier items are recorded uncollected."""
+    jury: tuple[str, ...] = ()
+    """litellm model strings of the jury; their families must differ."""
+    escalate_below: float = Field(default=0.7, ge=0, le=1)
+    """Small-model confidence under which an item goes to the jury."""
+
+
+class EvaluatorSpec(_Frozen):
+    """e = <K, H, phi, f, rho, pi, sigma, v> for one component's evaluator."""
+
+    name: str
+    """Evaluator name (unique in a suite)."""
+    component: Component
+    """Component it evaluates."""
+    knowledge_pack: str = "default"
+    """K: pack name or path."""
+    adapters: tuple[str, ...] = ()
+    """H: adapter names whose units it reads (empty: any)."""
+    cascade: CascadeConfig = Field(default_factory=CascadeConfig)
+    """phi."""
+    analysis: str
+    """f: registered analysis name."""
+    analysis_version: str = "1"
+    """f's version."""
+    definitions: tuple[DataDefinition, ...]
+    """rho (each with its pi)."""
+    output_schema: str | None = None
+    """sigma: name of the structured-output schema the model tiers answer in (built from rho)."""
+    templates: dict[str, str] = Field(default_factory=dict)
+    """Prompt template name -> content digest, so a template edit changes v."""
+
+    @property
+    def version(self) -> str:
+        """v: changes whenever any other part changes."""
+        return stable_id(self.model_dump_json(), prefix="v")
+
+
+def load_yaml_model(model: type[BaseModel], path: Path) -> Any:
+    """Load a frozen model from YAML; a `SpecError` naming the file and dotted field on failure."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError(f"{path}: cannot read YAML: {str(e).splitlines()[0]}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"]) or "<top>"
+        raise SpecError(f"{path}: {loc}: {err['msg']}") from None

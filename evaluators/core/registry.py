@@ -1,0 +1,168 @@
+"""Registries by name: rule collectors, analyses and components. A wrong name lists the valid ones.
+
+The boundary the design asks for is visible here: a *rule* turns one unit into one datum (no I/O, no model);
+an *analysis* turns observations (data of many units) into results (pure, versioned). Only the collectors in
+`evaluators.collect` call models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from adapters.exceptions import UnknownNameError
+from adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
+from evaluators.core.model import Component, DataDefinition, Layer, Result, Value
+from knowledge_packs import KnowledgePack
+
+
+@dataclass(frozen=True)
+class EngagementView:
+    """The engagement unit as rules see it: the user's window with its sessions (turns and spans inside)."""
+
+    engagement: Engagement
+    conversations: tuple[Conversation, ...]
+    horizon: datetime | None
+    """End of observation: outcomes that could only happen after it are censored, never assumed."""
+
+
+@dataclass(frozen=True)
+class SpanView:
+    """The span unit as rules see it: the span and the turn it belongs to."""
+
+    span: Span
+    turn: Turn
+
+
+Unit = SpanView | Turn | Conversation | EngagementView
+"""What a rule receives, by layer: span, trace, conversation, engagement."""
+
+
+@dataclass(frozen=True)
+class RuleContext:
+    """Everything a rule may read besides its unit."""
+
+    pack: KnowledgePack
+    definition: DataDefinition
+
+
+class RuleAnswer(NamedTuple):
+    """A rule's answer. `value=None` abstains: the item goes to the model tiers (or stays uncollected)."""
+
+    value: Value | None
+    fact: float | str | None = None
+    evidence: tuple[EvidencePointer, ...] = ()
+    reason: str | None = None
+
+
+RuleFn = Callable[[Any, RuleContext], RuleAnswer]
+
+
+class UnitRow(NamedTuple):
+    """One unit's collected data in the compact form analyses read (millions of these must fit in memory)."""
+
+    unit_id: str
+    layer: Layer
+    user_id: str | None
+    conversation_id: str | None
+    index: int
+    start: float | None
+    """Epoch seconds."""
+    end: float | None
+    mode: str | None
+    values: Mapping[str, Value]
+    """item id -> value, admitted items only."""
+    facts: Mapping[str, float | str | None]
+    """item id -> fact, for fact items."""
+
+
+@dataclass(frozen=True)
+class Observations:
+    """The input of every analysis: unit rows per layer, in (user, time) order, and the observation horizon."""
+
+    rows: Mapping[Layer, Sequence[UnitRow]]
+    horizon: float | None = None
+    """Epoch seconds of the end of observation (censoring)."""
+
+    def layer(self, layer: Layer) -> Sequence[UnitRow]:
+        return self.rows.get(layer, ())
+
+
+AnalysisFn = Callable[[Observations, KnowledgePack], Sequence[Result]]
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """f: a named, versioned pure function from observations to results."""
+
+    name: str
+    version: str
+    fn: AnalysisFn
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """A component: its data definitions (rho) and analyses (f)."""
+
+    name: Component
+    definitions: tuple[DataDefinition, ...]
+    analyses: tuple[Analysis, ...]
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_RULES: dict[str, RuleFn] = {}
+_COMPONENTS: dict[str, ComponentSpec] = {}
+
+
+def rule(name: str) -> Callable[[RuleFn], RuleFn]:
+    """Decorator: register a rule collector under `name` (dotted, component first)."""
+
+    def deco(fn: RuleFn) -> RuleFn:
+        if name in _RULES and _RULES[name] is not fn:
+            raise ValueError(f"rule {name!r} registered twice")
+        _RULES[name] = fn
+        return fn
+
+    return deco
+
+
+def get_rule(name: str) -> RuleFn:
+    """The rule registered as `name`; `UnknownNameError` listing valid names otherwise."""
+    _load_builtins()
+    try:
+        return _RULES[name]
+    except KeyError:
+        raise UnknownNameError("rule", name, _RULES) from None
+
+
+def rule_names() -> list[str]:
+    _load_builtins()
+    return sorted(_RULES)
+
+
+def register_component(spec: ComponentSpec) -> ComponentSpec:
+    _COMPONENTS[spec.name] = spec
+    return spec
+
+
+def get_component(name: str) -> ComponentSpec:
+    _load_builtins()
+    try:
+        return _COMPONENTS[name]
+    except KeyError:
+        raise UnknownNameError("component", name, _COMPONENTS) from None
+
+
+def components() -> list[ComponentSpec]:
+    """Registered components in the design's order."""
+    from evaluators.core.model import COMPONENTS
+
+    _load_builtins()
+    return [_COMPONENTS[c] for c in COMPONENTS if c in _COMPONENTS]
+
+
+def _load_builtins() -> None:
+    import evaluators.components  # noqa: F401  (registers the built-in components and their rules)
