@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
@@ -94,6 +94,40 @@ QUARANTINE_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "field": ("VARCHAR", pa.string()),
     "message": ("VARCHAR", pa.string()),
 }
+DATUM_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "unit_id": ("VARCHAR NOT NULL", pa.string()),
+    "item": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR", pa.string()),
+    "item_version": ("VARCHAR", pa.string()),
+    "value": ("VARCHAR", pa.string()),
+    "fact": ("VARCHAR", pa.string()),
+    "reason": ("VARCHAR", pa.string()),
+    "evidence": ("VARCHAR", pa.string()),
+    "tier": ("VARCHAR", pa.string()),
+    "collector": ("VARCHAR", pa.string()),
+    "family": ("VARCHAR", pa.string()),
+    "collector_version": ("VARCHAR", pa.string()),
+    "tokens": ("BIGINT", pa.int64()),
+    "cost_usd": ("DOUBLE", pa.float64()),
+    "coverage": ("DOUBLE", pa.float64()),
+    "key": ("VARCHAR", pa.string()),
+    "run_id": ("VARCHAR", pa.string()),
+}
+RESULT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "component": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR", pa.string()),
+    "metric": ("VARCHAR NOT NULL", pa.string()),
+    "stratum": ("VARCHAR", pa.string()),
+    "unit_id": ("VARCHAR", pa.string()),
+    "value": ("VARCHAR", pa.string()),
+    "low": ("DOUBLE", pa.float64()),
+    "high": ("DOUBLE", pa.float64()),
+    "n": ("BIGINT", pa.int64()),
+    "note": ("VARCHAR", pa.string()),
+    "analysis": ("VARCHAR", pa.string()),
+    "analysis_version": ("VARCHAR", pa.string()),
+    "run_id": ("VARCHAR", pa.string()),
+}
 TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], str]] = {
     "spans": (SPAN_COLUMNS, "PRIMARY KEY (trace_id, id)"),
     "turns": (TURN_COLUMNS, "PRIMARY KEY (id)"),
@@ -101,7 +135,11 @@ TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], str]] = {
     "events": (EVENT_COLUMNS, "PRIMARY KEY (id)"),
     "provenance": (PROVENANCE_COLUMNS, "PRIMARY KEY (turn_id)"),
     "quarantine": (QUARANTINE_COLUMNS, ""),
+    "atomic_data": (DATUM_COLUMNS, "PRIMARY KEY (unit_id, item)"),
+    "results": (RESULT_COLUMNS, ""),
 }
+# Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old).
+_REPLACE_ON_CONFLICT = {"atomic_data"}
 
 
 def dumps(value: Any) -> str:
@@ -171,8 +209,11 @@ class Batch:
         if not self.rows:
             return
         arrow = pa.Table.from_pylist(self.rows, schema=self.schema)  # noqa: F841 - scanned by name below
-        conflict = "" if self.table in ("quarantine", "staged_spans") else " ON CONFLICT DO NOTHING"
-        self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow{conflict}")
+        if self.table in _REPLACE_ON_CONFLICT:
+            self.con.execute(f"INSERT OR REPLACE INTO {self.table} SELECT * FROM arrow")
+        else:
+            conflict = "" if self.table in ("quarantine", "staged_spans", "results") else " ON CONFLICT DO NOTHING"
+            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow{conflict}")
         self.rows.clear()
 
 
@@ -202,6 +243,10 @@ class Store:
         c = self.con
         c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         c.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
+        c.execute(
+            "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ,"
+            " finished_at TIMESTAMPTZ, report VARCHAR)"
+        )
         c.execute(
             "CREATE TABLE IF NOT EXISTS sources (source_id VARCHAR PRIMARY KEY, path VARCHAR, format VARCHAR,"
             " ingested_at TIMESTAMPTZ, read INTEGER, accepted INTEGER, quarantined INTEGER)"
@@ -277,14 +322,24 @@ class Store:
             },
         }
 
-    def iter_turns(self, *, segment: str | None = "real", batch: int = 2000) -> Iterator[Turn]:
-        """Turns with their spans, in conversation order; memory bounded by `batch` turns."""
+    def iter_turns(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000,
+    ) -> Iterator[Turn]:
+        """Turns with their spans; memory bounded by `batch` turns.
+
+        `order="conversation"`: by conversation, then turn index. `order="user"`: by user (the conversation id
+        stands in for a missing user), then time, so one user's turns arrive together.
+        """
         where = "WHERE t.segment = ?" if segment is not None else ""
         params = [segment] if segment is not None else []
-        cur = self.con.cursor()
-        cur.execute(
-            f"SELECT t.* FROM turns t {where} ORDER BY t.conversation_id, t.idx, t.start_time, t.id", params
+        order_by = (
+            "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation"
+            else "coalesce(t.user_id, t.conversation_id), t.start_time, t.conversation_id, t.idx, t.id"
         )
+        # A cursor of its own: the caller may write on the main connection while this one is read.
+        cur = self.con.cursor()
+        cur.execute(f"SELECT t.* FROM turns t {where} ORDER BY {order_by}", params)
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(batch):
             turn_rows = [dict(zip(names, r, strict=True)) for r in rows]
@@ -303,3 +358,32 @@ class Store:
                     start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
                     spans=tuple(spans[r["id"]]), attributes=json.loads(r["attributes"]),
                 )
+
+    def segments_of(self, turn_ids: list[str]) -> dict[str, str]:
+        """Segment of each turn id."""
+        cur = self.con.cursor()  # reads may interleave with writes on the main connection
+        return dict(cur.execute("SELECT id, segment FROM turns WHERE id IN (SELECT unnest(?))", [turn_ids]).fetchall())
+
+    def horizon(self) -> datetime | None:
+        """The end of observation: the latest time any turn ended (or started) in the store."""
+        row = self.con.execute("SELECT max(coalesce(end_time, start_time)) FROM turns").fetchone()
+        return row[0] if row else None
+
+    def events(self) -> list[OutcomeEvent]:
+        """All outcome events (they are few: one per reward or feedback)."""
+        cur = self.con.cursor()
+        cur.execute("SELECT * FROM events ORDER BY time, id")
+        names = [d[0] for d in cur.description]
+        out = []
+        for r in cur.fetchall():
+            row = dict(zip(names, r, strict=True))
+            out.append(OutcomeEvent(
+                id=row["id"], kind=row["kind"], user_id=row["user_id"], conversation_id=row["conversation_id"],
+                time=row["time"], value=json.loads(row["value"]), attributes=json.loads(row["attributes"]),
+            ))
+        return out
+
+    def conversation_attributes(self) -> dict[str, dict[str, Any]]:
+        """Attributes of adapter-provided conversations (task id, trial, termination, ...)."""
+        rows = self.con.execute("SELECT id, attributes FROM conversations").fetchall()
+        return {cid: json.loads(a) for cid, a in rows}

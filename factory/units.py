@@ -1,0 +1,98 @@
+"""Build the units of all four layers from the store, one user at a time (memory bounded by one user).
+
+Real traffic forms the conversations and engagements every component reads; turns of excluded segments are
+kept aside for Provenance only, so excluded traffic is counted but never analysed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from itertools import groupby
+
+from adapters.model import Conversation, Engagement, OutcomeEvent, Turn, stable_id
+from evaluators.core import EngagementView
+from factory.store import Store
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class UserUnits:
+    """One user's units: the engagement view over real traffic, and their excluded turns."""
+
+    user_key: str
+    """The user id, or the conversation id when the source names no user."""
+    view: EngagementView | None
+    """Sessions of real traffic (None if the user has none)."""
+    excluded: tuple[Turn, ...]
+    """Turns of excluded segments (internal, cached clicks, synthetic)."""
+
+
+def user_key(turn: Turn) -> str:
+    return turn.user_id if turn.user_id is not None else turn.conversation_id
+
+
+def build_conversations(
+    turns: Iterable[Turn], *, events: dict[str, list[OutcomeEvent]], attributes: dict[str, dict],
+) -> tuple[Conversation, ...]:
+    """Group one user's turns into conversations, each in turn order; conversations by first start."""
+    by_conv: dict[str, list[Turn]] = {}
+    for t in turns:
+        by_conv.setdefault(t.conversation_id, []).append(t)
+    convs = []
+    for cid, ts in by_conv.items():
+        ts.sort(key=lambda t: (t.index, t.start is None, t.start or _EPOCH))
+        starts = [t.start for t in ts if t.start is not None]
+        ends = [t.end or t.start for t in ts if (t.end or t.start) is not None]
+        convs.append(Conversation(
+            id=cid, user_id=ts[0].user_id, start=min(starts) if starts else None, end=max(ends) if ends else None,
+            turns=tuple(ts), events=tuple(events.get(cid, ())), attributes=attributes.get(cid, {}),
+        ))
+    convs.sort(key=lambda c: (c.start is None, c.start, c.id))
+    return tuple(convs)
+
+
+def engagement_view(
+    key: str, convs: tuple[Conversation, ...], *, user_events: list[OutcomeEvent], horizon: datetime | None,
+    window_days: float,
+) -> EngagementView:
+    """The user's engagement: sessions from the first one up to `window_days` after the last (or the horizon)."""
+    start = next((c.start for c in convs if c.start is not None), None)
+    last = max((c.end for c in convs if c.end is not None), default=None)
+    end = None
+    if last is not None:
+        end = last + timedelta(days=window_days)
+        if horizon is not None:
+            end = min(end, horizon)
+    eng = Engagement(
+        id=stable_id("engagement", key, start, prefix="e"), user_id=key, window_start=start, window_end=end,
+        conversation_ids=tuple(c.id for c in convs), events=tuple(user_events),
+    )
+    return EngagementView(engagement=eng, conversations=convs, horizon=horizon)
+
+
+def iter_user_units(store: Store, *, window_days: float) -> Iterator[UserUnits]:
+    """Every user's units, user by user, in a stable order."""
+    horizon = store.horizon()
+    events_by_conv: dict[str, list[OutcomeEvent]] = {}
+    events_by_user: dict[str, list[OutcomeEvent]] = {}
+    for ev in store.events():
+        if ev.conversation_id is not None:
+            events_by_conv.setdefault(ev.conversation_id, []).append(ev)
+        if ev.user_id is not None:
+            events_by_user.setdefault(ev.user_id, []).append(ev)
+    attrs = store.conversation_attributes()
+    for key, group in groupby(store.iter_turns(segment=None, order="user"), key=user_key):
+        turns = list(group)
+        seg = store.segments_of([t.id for t in turns])
+        real = [t for t in turns if seg.get(t.id) == "real"]
+        excluded = tuple(t for t in turns if seg.get(t.id) != "real")
+        view = None
+        if real:
+            convs = build_conversations(real, events=events_by_conv, attributes=attrs)
+            view = engagement_view(key, convs, user_events=events_by_user.get(key, []), horizon=horizon,
+                                   window_days=window_days)
+        yield UserUnits(user_key=key, view=view, excluded=excluded)
