@@ -145,6 +145,76 @@ def ingest(
 
 
 @app.command()
+def run(
+    store: StoreOpt = DEFAULT_STORE,
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="Suite directory (suite.yaml: pack and components).")
+    ] = None,
+    pack: Annotated[
+        str | None,
+        typer.Option("--pack", envvar="AGENT_FACTORY_PACK", help="Knowledge pack; default: the one used at ingest."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present."),
+    ] = None,
+    cache_dir: Annotated[
+        Path | None, typer.Option("--cache", help="Cache directory; default: beside the store.")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Units collected at once.")] = 8,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate the store: collect atomic data (rules, then models), run every analysis, store the results."""
+    from evaluators.collect import Budget, Cascade, DatumCache, load_model_config
+    from factory.run import Runner
+    from factory.suite import load_suite
+
+    if not store.exists():
+        raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
+    try:
+        with Store(store) as st:
+            chosen = load_suite(suite, pack=pack, store=st)
+            cfg = load_model_config(config)
+            cascade = Cascade(
+                cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"),
+                budget=Budget(cfg.budget),
+            )
+            users = st.con.execute(
+                "SELECT count(DISTINCT coalesce(user_id, conversation_id)) FROM turns"
+            ).fetchone()[0]  # type: ignore[index]
+            with _progress(quiet=as_json) as progress:
+                task = progress.add_task("evaluating users", total=users)
+                report = Runner(
+                    st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
+                    progress=lambda done: progress.update(task, completed=done),
+                ).run()
+    except AgentFactoryError as e:
+        raise _fail(e) from e
+    if as_json:
+        _emit_json(report.model_dump(mode="json"))
+        return
+    out.print(
+        f"run {report.run_id}: {sum(report.units.values()):,} units, model calls {report.model_calls}, "
+        f"items collected {report.items['collected']:,}, reused {report.items['reused']:,}, "
+        f"uncollected {report.items['uncollected']:,} ({report.seconds:.1f}s)"
+    )
+    if report.uncollected_reasons:
+        out.print("uncollected by reason: " + ", ".join(f"{k}: {v:,}" for k, v in report.uncollected_reasons.items()))
+    for name, comp in report.components.items():
+        table = Table(title=f"{name}", show_header=True, title_justify="left")
+        for col in ("metric", "layer", "stratum", "value", "95% CI", "n"):
+            table.add_column(col, justify="right" if col in ("value", "n") else "left")
+        for m in comp["metrics"][:25]:
+            v = m["value"]
+            ci = f"{m['low']:.3f}-{m['high']:.3f}" if m["low"] is not None and m["high"] is not None else ""
+            table.add_row(m["metric"], m["layer"], m["stratum"], f"{v:.3f}" if isinstance(v, float) else str(v), ci,
+                          f"{m['n']:,}")
+        if len(comp["metrics"]) > 25:
+            table.caption = f"{len(comp['metrics']) - 25} more in --json"
+        out.print(table)
+
+
+@app.command()
 def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Counts of real traffic in the store (turns, sessions, users, spans) and turns per segment."""
     if not store.exists():

@@ -255,6 +255,7 @@ def ingest_file(
             w.reject(Quarantine(source=source, location="file", message="no records found (empty file?)"))
             w.flush()
             read = 1
+        store.set_meta("pack", pack.name)
         store.record_source(
             source_id=source_id, path=source, fmt=adapter.name, read=read, accepted=w.accepted,
             quarantined=w.quarantined, when=datetime.now(UTC),

@@ -43,6 +43,18 @@ class Collector(Protocol):
         pack: KnowledgePack, injection_ranges: Sequence[EvidencePointer] = (),
     ) -> list[AtomicDatum]: ...
 
+    @property
+    def model_calls(self) -> int: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def cost_usd(self) -> float: ...
+
+    @property
+    def reused(self) -> int: ...
+
 
 class RunReport(BaseModel):
     """What one `agent-factory run` did (the `--json` output)."""
@@ -258,8 +270,6 @@ class Runner:
         self.batch.flush()
         results = self._analyse()
         self._write_results(results)
-        counters = getattr(self.collector, "counters", None)
-        c = counters() if callable(counters) else {}
         components: dict[str, dict[str, Any]] = {}
         for spec in self.specs:
             population = [r for r in results if r.component == spec.name and r.unit_id is None]
@@ -273,11 +283,11 @@ class Runner:
             }
         total = sum(sum(v.values()) for v in self.acc.values.values())
         uncollected = sum(v.get("uncollected", 0) for v in self.acc.values.values())
-        reused = int(c.get("reused", 0))
+        reused = self.collector.reused
         report = RunReport(
             run_id=self.run_id, seconds=round(time.perf_counter() - t0, 3), units=dict(self.acc.units),
-            model_calls=int(c.get("model_calls", 0)), tokens=int(c.get("tokens", 0)),
-            cost_usd=float(c.get("cost_usd", 0.0)),
+            model_calls=self.collector.model_calls, tokens=self.collector.tokens,
+            cost_usd=round(self.collector.cost_usd, 6),
             items={"collected": total - uncollected - reused, "reused": reused, "uncollected": uncollected},
             uncollected_reasons=dict(self.acc.reasons), components=components,
         )

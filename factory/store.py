@@ -8,6 +8,7 @@ appended in Arrow batches: row-at-a-time inserts would dominate ingest time.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -19,7 +20,9 @@ import pyarrow as pa
 
 from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+DEFAULT_MEMORY = "512MB"
+"""DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -128,17 +131,20 @@ RESULT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "analysis_version": ("VARCHAR", pa.string()),
     "run_id": ("VARCHAR", pa.string()),
 }
-TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], str]] = {
-    "spans": (SPAN_COLUMNS, "PRIMARY KEY (trace_id, id)"),
-    "turns": (TURN_COLUMNS, "PRIMARY KEY (id)"),
-    "conversations": (CONVERSATION_COLUMNS, "PRIMARY KEY (id)"),
-    "events": (EVENT_COLUMNS, "PRIMARY KEY (id)"),
-    "provenance": (PROVENANCE_COLUMNS, "PRIMARY KEY (turn_id)"),
-    "quarantine": (QUARANTINE_COLUMNS, ""),
-    "atomic_data": (DATUM_COLUMNS, "PRIMARY KEY (unit_id, item)"),
-    "results": (RESULT_COLUMNS, ""),
+# Table -> (columns, key columns). Keys are enforced by the writes below, not by PRIMARY KEY constraints:
+# DuckDB keeps constraint indexes (ART) in memory, so they would make ingest memory grow with the records.
+TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = {
+    "spans": (SPAN_COLUMNS, ("trace_id", "id")),
+    "turns": (TURN_COLUMNS, ("id",)),
+    "conversations": (CONVERSATION_COLUMNS, ("id",)),
+    "events": (EVENT_COLUMNS, ("id",)),
+    "provenance": (PROVENANCE_COLUMNS, ("turn_id",)),
+    "quarantine": (QUARANTINE_COLUMNS, ()),
+    "atomic_data": (DATUM_COLUMNS, ("unit_id", "item")),
+    "results": (RESULT_COLUMNS, ()),
 }
-# Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old).
+# Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the
+# others the first write of a key wins and later ones are skipped.
 _REPLACE_ON_CONFLICT = {"atomic_data"}
 
 
@@ -208,13 +214,31 @@ class Batch:
     def flush(self) -> None:
         if not self.rows:
             return
-        arrow = pa.Table.from_pylist(self.rows, schema=self.schema)  # noqa: F841 - scanned by name below
+        keys = TABLES[self.table][1] if self.table in TABLES else ()
+        rows = self.rows
+        if keys:
+            # One row per key within the batch: the last (replace) or the first (keep) written.
+            unique: dict[tuple[Any, ...], dict[str, Any]] = {}
+            replace = self.table in _REPLACE_ON_CONFLICT
+            for r in rows:
+                k = tuple(r[c] for c in keys)
+                if replace or k not in unique:
+                    unique[k] = r
+            rows = list(unique.values())
+        arrow = pa.Table.from_pylist(rows, schema=self.schema)  # noqa: F841 - scanned by name below
+        self.rows = []
+        if not keys:
+            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
+            return
+        match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
         if self.table in _REPLACE_ON_CONFLICT:
-            self.con.execute(f"INSERT OR REPLACE INTO {self.table} SELECT * FROM arrow")
+            self.con.execute(f"DELETE FROM {self.table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
+            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
         else:
-            conflict = "" if self.table in ("quarantine", "staged_spans", "results") else " ON CONFLICT DO NOTHING"
-            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow{conflict}")
-        self.rows.clear()
+            self.con.execute(
+                f"INSERT INTO {self.table} SELECT * FROM arrow b"
+                f" WHERE NOT EXISTS (SELECT 1 FROM {self.table} t WHERE {match})"
+            )
 
 
 class Store:
@@ -227,6 +251,10 @@ class Store:
         self.con = duckdb.connect(str(self.path), read_only=read_only)
         # Timestamps come back as UTC whatever the machine's zone, so reads are reproducible.
         self.con.execute("SET TimeZone = 'UTC'")
+        # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
+        self.con.execute(f"SET memory_limit = '{os.environ.get('AGENT_FACTORY_DUCKDB_MEMORY', DEFAULT_MEMORY)}'")
+        if not read_only:
+            self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
         if not read_only:
             self._create()
 
@@ -251,11 +279,18 @@ class Store:
             "CREATE TABLE IF NOT EXISTS sources (source_id VARCHAR PRIMARY KEY, path VARCHAR, format VARCHAR,"
             " ingested_at TIMESTAMPTZ, read INTEGER, accepted INTEGER, quarantined INTEGER)"
         )
-        for table, (cols, key) in TABLES.items():
+        for table, (cols, _keys) in TABLES.items():
             body = ", ".join(f"{name} {typ}" for name, (typ, _) in cols.items())
-            c.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body}{', ' + key if key else ''})")
+            c.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
 
     # -- writing -------------------------------------------------------------------------------
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
 
     def has_source(self, source_id: str) -> bool:
         return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None

@@ -25,7 +25,9 @@ from knowledge_packs.model import KnowledgePack
 GROUP = "agent_factory.knowledge_packs"
 """Entry-point group under which third-party packages register packs."""
 _HERE = Path(__file__).resolve().parent
-BUILTINS: dict[str, str] = {"default": "default.yaml", "business_analysis": "business_analysis.yaml"}
+BUILTINS: dict[str, str] = {
+    "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline.yaml",
+}
 """Built-in pack name -> file in this package. Built-ins cannot be shadowed by entry points."""
 
 

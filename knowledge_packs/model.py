@@ -16,7 +16,15 @@ from functools import lru_cache
 from collections.abc import Callable
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from adapters.model import stable_id
 
@@ -212,11 +220,13 @@ class Lexicon(_Frozen):
     """Unprompted disclosures, e.g. of the operating company (Conduct)."""
     clarification: tuple[LexiconPattern, ...] = ()
     """The agent asking the user to clarify (Trajectory: clarification loop)."""
+    context_repair: tuple[LexiconPattern, ...] = ()
+    """The user restating or correcting context the agent lost or got wrong (Trajectory: context repair)."""
     truncation_markers: tuple[str, ...] = ()
     """Literal strings that mark cut-off text, e.g. `[truncated]`; compared case-insensitively after the
     same normalization as patterns."""
 
-    @field_validator("injection", "frustration", "abandonment", "disclosure", "clarification")
+    @field_validator("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
     @classmethod
     def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
         return _unique_ids(v)
@@ -258,8 +268,181 @@ class Thresholds(_Frozen):
     coverage recorded."""
 
 
+ClauseId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
+"""A clause id: a lower-case identifier; it becomes the middle of data ids `conduct.<id>.trigger`."""
+RuleName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")]
+"""A registered rule collector's name, dotted and component first (`conduct.one_tool_call_per_message`)."""
+ClauseKind = Literal["must", "must_not", "only_if", "before"]
+"""How the obligation binds once the trigger holds: `must` (the condition must hold), `must_not` (it must not),
+`only_if` (the triggering behaviour is allowed only when the condition holds), `before` (the condition must
+have held earlier in the unit; order needs a rule)."""
+ClauseLayer = Literal["span", "trace", "conversation"]
+"""The unit a clause is judged on: one span, one turn, or one whole conversation."""
+CollectorTier = Literal["rule", "small_model", "jury"]
+"""Collector tiers, as in `evaluators.core.model.Tier` (packs do not import evaluators)."""
+LexiconCategory = Literal[
+    "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair"
+]
+"""The pattern lists of a `Lexicon` a clause condition may match."""
+ConditionField = Literal["request", "answer", "spans.input", "spans.output"]
+"""Text a lexicon or regex condition searches: the turn's request or answer, or every span's input or output."""
+RuleParam = str | bool | int | float | tuple[str, ...]
+"""A rule parameter value."""
+
+_MATCHERS = ("lexicon", "regex", "tool_names", "attribute_present")
+
+
+class ClauseCondition(_Frozen):
+    """A trigger or an obligation: a registered rule, or a built-in condition the generic conduct rule checks.
+
+    The built-in condition holds when any of its stated matchers does: a lexicon category or a regex found in
+    `fields`, a tool span whose name is listed, or an attribute present on the turn or one of its spans. With
+    no rule and no matcher, the condition is left to the model tiers (obligations only).
+    """
+
+    rule: RuleName | None = None
+    """A registered rule that decides the condition; it may read `params` through its clause."""
+    params: dict[str, RuleParam] = Field(default_factory=dict)
+    """Parameters of `rule` (documented with the rule); keys ending in `_regex` must hold valid regexes."""
+    lexicon: LexiconCategory | None = None
+    """A lexicon category of the pack, matched in every language (normalized text, as lexicons are)."""
+    regex: str | None = None
+    """A case-insensitive regex searched in `fields` (normalized text)."""
+    fields: tuple[ConditionField, ...] = ("answer",)
+    """Where `lexicon` and `regex` search."""
+    tool_names: tuple[str, ...] = ()
+    """Tool span names that satisfy the condition; `*` means any tool call."""
+    attribute_present: tuple[str, ...] = ()
+    """Attribute keys (dotted, flat or nested) whose non-null presence on the turn or a span satisfies it."""
+    tiers: tuple[CollectorTier, ...] = ("rule",)
+    """Collector tiers allowed, in cascade order; a trigger must be rule-checkable."""
+    question: str = ""
+    """The question model tiers answer (defaults to the clause text)."""
+
+    @field_validator("regex")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        return None if v is None else _check_regex(v)
+
+    @field_validator("params")
+    @classmethod
+    def _params(cls, v: dict[str, RuleParam]) -> dict[str, RuleParam]:
+        for key, value in v.items():
+            if key.endswith("_regex"):
+                for p in value if isinstance(value, tuple) else (value,):
+                    if not isinstance(p, str):
+                        raise ValueError(f"params[{key!r}] must be a regex string, got {type(p).__name__}")
+                    _check_regex(p)
+        return v
+
+    @field_validator("tiers")
+    @classmethod
+    def _tiers(cls, v: tuple[CollectorTier, ...]) -> tuple[CollectorTier, ...]:
+        if not v:
+            raise ValueError("at least one collector tier is needed")
+        if len(set(v)) != len(v):
+            raise ValueError(f"tiers repeat: {list(v)}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ClauseCondition:
+        matchers = self.matchers()
+        if self.rule is not None and matchers:
+            raise ValueError(
+                f"give either rule or {'/'.join(_MATCHERS)}, not both (got rule and {', '.join(matchers)})"
+            )
+        if self.params and self.rule is None:
+            raise ValueError("params are parameters of a rule: give rule too")
+        checkable = self.rule is not None or bool(matchers)
+        if "rule" in self.tiers and not checkable:
+            raise ValueError(f"tier 'rule' needs a rule or a condition ({'/'.join(_MATCHERS)})")
+        if "rule" not in self.tiers and checkable:
+            raise ValueError("a rule or condition is given but tier 'rule' is not allowed")
+        return self
+
+    def matchers(self) -> list[str]:
+        """Names of the built-in matchers stated."""
+        return [m for m in _MATCHERS if getattr(self, m)]
+
+    def rule_checkable(self) -> bool:
+        """Whether the rule tier can decide it (a rule or a built-in condition)."""
+        return "rule" in self.tiers
+
+
+class Clause(_Frozen):
+    """One policy clause r = (trigger phi_t, obligation psi) from an agent's role spec (Conduct).
+
+    Data `conduct.<id>.trigger` (did phi_t occur in the unit?) and `conduct.<id>.obligation` (did psi hold,
+    given phi_t?) are generated from it; applicability A(r) = P(phi_t), compliance C(r) = P(psi | phi_t).
+    """
+
+    id: ClauseId
+    """Stable id; results cite it (`C(r).<id>`)."""
+    text: str = Field(min_length=1)
+    """The clause as a sentence, close to the role spec's wording (in the pack's own words)."""
+    source: str = ""
+    """Where the sentence comes from (document and section)."""
+    kind: ClauseKind
+    """How the obligation binds once the trigger holds."""
+    layer: ClauseLayer = "trace"
+    """The unit the clause is judged on."""
+    trigger: ClauseCondition
+    """phi_t: when the clause applies; always rule-checkable."""
+    obligation: ClauseCondition
+    """psi: what must (or must not) hold when it applies."""
+    invariant: bool = False
+    """Zero tolerance: a single violation is a breach (the gate opens an incident)."""
+    version: str = Field(default="1", min_length=1)
+    """Bumped when the clause's meaning changes (its digest changes with any edit anyway)."""
+    description: str = ""
+    """Notes for reviewers: how the condition was chosen, known gaps."""
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, v: ClauseCondition, info: ValidationInfo) -> ClauseCondition:
+        if not v.rule_checkable() or v.tiers != ("rule",):
+            raise ValueError("a trigger must be decided by rules alone (tiers: [rule])")
+        _fields_fit_layer(v, info.data.get("layer"))
+        return v
+
+    @field_validator("obligation")
+    @classmethod
+    def _obligation(cls, v: ClauseCondition, info: ValidationInfo) -> ClauseCondition:
+        if info.data.get("kind") == "before" and v.rule is None and v.rule_checkable():
+            raise ValueError("kind 'before' is about order: the obligation needs a rule (or only model tiers)")
+        _fields_fit_layer(v, info.data.get("layer"))
+        return v
+
+    def digest(self) -> str:
+        """Content hash of the clause: enters the versions of the data generated from it."""
+        return stable_id(self.model_dump_json(), prefix="c")
+
+
+def _fields_fit_layer(cond: ClauseCondition, layer: object) -> None:
+    searches = cond.lexicon is not None or cond.regex is not None
+    if layer == "span" and searches and any(f in ("request", "answer") for f in cond.fields):
+        raise ValueError("a span-layer clause can only search spans.input / spans.output")
+
+
+def _check_clauses(clauses: tuple[Clause, ...], lexicons: dict[str, Lexicon] | None) -> None:
+    seen: dict[str, int] = {}
+    for i, clause in enumerate(clauses):
+        if clause.id in seen:
+            raise ValueError(f"duplicate clause id {clause.id!r} (clauses.{seen[clause.id]} and clauses.{i})")
+        seen[clause.id] = i
+        for part in ("trigger", "obligation"):
+            category = getattr(clause, part).lexicon
+            if category is None or lexicons is None:
+                continue
+            if not any(getattr(lex, category) for lex in lexicons.values()):
+                # An empty category would make the condition never hold: a silent 0% or 100%.
+                raise ValueError(
+                    f"clauses.{i}.{part}.lexicon: lexicon {category!r} has no pattern in any language"
+                )
+
+
 class KnowledgePack(_Frozen):
-    """A knowledge pack K: segmentation, baselines, lexicons, evidence coverage and thresholds."""
+    """A knowledge pack K: segmentation, baselines, lexicons, evidence coverage, thresholds and policy clauses."""
 
     name: PackName
     """Registry name of the pack (`default`, `business_analysis`, ...)."""
@@ -279,6 +462,8 @@ class KnowledgePack(_Frozen):
     """Which evidence fields are required and where original lengths are declared."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Thresholds of the deterministic analyses."""
+    clauses: tuple[Clause, ...] = ()
+    """Policy clauses of the agent's role spec (Conduct), each a trigger and an obligation."""
 
     @field_validator("segments")
     @classmethod
@@ -291,6 +476,16 @@ class KnowledgePack(_Frozen):
                 )
             seen[rule.name] = i
         return v
+
+    @field_validator("clauses")
+    @classmethod
+    def _valid_clauses(cls, v: tuple[Clause, ...], info: ValidationInfo) -> tuple[Clause, ...]:
+        _check_clauses(v, info.data.get("lexicons"))
+        return v
+
+    def clause(self, clause_id: str) -> Clause | None:
+        """The clause with this id, or None."""
+        return next((c for c in self.clauses if c.id == clause_id), None)
 
     def digest(self) -> str:
         """A content hash of the whole pack: enters cache keys so any change invalidates dependent results."""

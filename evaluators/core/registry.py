@@ -46,6 +46,9 @@ class RuleContext:
 
     pack: KnowledgePack
     definition: DataDefinition
+    engagement: EngagementView | None = None
+    """The user's window holding the unit, for conversation-layer rules about what followed a session
+    (Results: return, redo); None when the runner did not build it."""
 
 
 class RuleAnswer(NamedTuple):

@@ -182,8 +182,8 @@ def test_merge_pack_data_rules() -> None:
 def test_unknown_name_lists_valid_names() -> None:
     with pytest.raises(UnknownNameError) as err:
         load_pack("no_such_pack")
-    assert str(err.value) == "unknown knowledge pack 'no_such_pack'; valid: business_analysis, default"
-    assert err.value.valid == ["business_analysis", "default"]
+    assert str(err.value) == "unknown knowledge pack 'no_such_pack'; valid: airline, business_analysis, default"
+    assert err.value.valid == ["airline", "business_analysis", "default"]
 
 
 def test_missing_file_is_a_spec_error(tmp_path: Path) -> None:
@@ -261,7 +261,7 @@ def test_bad_entry_points_name_themselves(acme: Path) -> None:
 def test_unknown_name_lists_entry_point_names(acme: Path) -> None:
     with pytest.raises(UnknownNameError) as err:
         load_pack("acme2")
-    assert "acme, acme_raw, acme_str, broken, business_analysis, default, not_a_path" in str(err.value)
+    assert "acme, acme_raw, acme_str, airline, broken, business_analysis, default, not_a_path" in str(err.value)
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -337,3 +337,113 @@ def test_model_rejects_direct_invalid_values() -> None:
     with pytest.raises(pydantic.ValidationError):
         KnowledgePack(name="bad name!", version="1")
     assert KnowledgePack(name="ok", version="1").segments == ()
+
+
+# ---- policy clauses (Conduct) -------------------------------------------------------------------------
+
+CLAUSE_OK = "{id: c1, text: Say hi., kind: must, trigger: {regex: hello}, obligation: {regex: hi}}"
+CLAUSE_INVALID = [
+    ("clause id", "clauses: [{id: C-1, text: t, kind: must, trigger: {regex: a}, obligation: {regex: b}}]",
+     "clauses.0.id: String should match pattern"),
+    ("clause kind", "clauses: [{id: c, text: t, kind: should, trigger: {regex: a}, obligation: {regex: b}}]",
+     "clauses.0.kind: Input should be 'must', 'must_not', 'only_if' or 'before'"),
+    ("missing text", "clauses: [{id: c, kind: must, trigger: {regex: a}, obligation: {regex: b}}]",
+     "clauses.0.text: Field required"),
+    ("clause regex", "clauses: [{id: c, text: t, kind: must, trigger: {regex: '(a'}, obligation: {regex: b}}]",
+     "clauses.0.trigger.regex: invalid regex"),
+    ("rule name", "clauses: [{id: c, text: t, kind: must, trigger: {rule: NoDots}, obligation: {regex: b}}]",
+     "clauses.0.trigger.rule: String should match pattern"),
+    ("rule and regex", "clauses: [{id: c, text: t, kind: must, trigger: {regex: a}, "
+     "obligation: {rule: conduct.x, regex: b}}]", "clauses.0.obligation: give either rule or"),
+    ("params without rule", "clauses: [{id: c, text: t, kind: must, trigger: {regex: a}, "
+     "obligation: {regex: b, params: {n: 1}}}]", "clauses.0.obligation: params are parameters of a rule"),
+    ("bad regex param", "clauses: [{id: c, text: t, kind: before, trigger: {regex: a}, "
+     "obligation: {rule: conduct.x, params: {ask_regex: '[x'}}}]", "clauses.0.obligation.params: invalid regex"),
+    ("model trigger", "clauses: [{id: c, text: t, kind: must, trigger: {tiers: [small_model]}, "
+     "obligation: {regex: b}}]", "clauses.0.trigger: a trigger must be decided by rules alone"),
+    ("rule tier without condition", "clauses: [{id: c, text: t, kind: must, trigger: {regex: a}, obligation: {}}]",
+     "clauses.0.obligation: tier 'rule' needs a rule or a condition"),
+    ("condition without rule tier", "clauses: [{id: c, text: t, kind: must, trigger: {regex: a}, "
+     "obligation: {regex: b, tiers: [jury]}}]", "clauses.0.obligation: a rule or condition is given"),
+    ("before needs a rule", "clauses: [{id: c, text: t, kind: before, trigger: {regex: a}, "
+     "obligation: {regex: b}}]", "clauses.0.obligation: kind 'before' is about order"),
+    ("span layer searches answers", "clauses: [{id: c, text: t, kind: must, layer: span, "
+     "trigger: {regex: a, fields: [answer]}, obligation: {regex: b}}]", "clauses.0.trigger: a span-layer clause"),
+    ("engagement layer", "clauses: [{id: c, text: t, kind: must, layer: engagement, trigger: {regex: a}, "
+     "obligation: {regex: b}}]", "clauses.0.layer: Input should be 'span', 'trace' or 'conversation'"),
+    ("unknown lexicon", "clauses: [{id: c, text: t, kind: must, trigger: {lexicon: politeness}, "
+     "obligation: {regex: b}}]", "clauses.0.trigger.lexicon: Input should be 'injection'"),
+    ("empty lexicon", "clauses: [{id: c, text: t, kind: must, trigger: {lexicon: disclosure}, "
+     "obligation: {regex: b}}]", "clauses: clauses.0.trigger.lexicon: lexicon 'disclosure' has no pattern"),
+    ("duplicate clause id", f"clauses: [{CLAUSE_OK}, {CLAUSE_OK}]",
+     "clauses: duplicate clause id 'c1' (clauses.0 and clauses.1)"),
+    ("unknown clause key", "clauses: [{id: c, text: t, kind: must, trigger: {regex: a}, obligation: {regex: b}, "
+     "severity: high}]", "clauses.0.severity: Extra inputs are not permitted"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "expected"), CLAUSE_INVALID, ids=[c[0] for c in CLAUSE_INVALID])
+def test_invalid_clause_names_file_and_field(tmp_path: Path, case: str, body: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: t\nversion: '1'\n{body}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        load_pack(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: "), msg
+    assert expected in msg, msg
+
+
+def test_business_analysis_clauses_and_disclosure_lexicon() -> None:
+    from knowledge_packs import compile_pattern
+
+    pack = load_pack("business_analysis")
+    assert [c.id for c in pack.clauses] == ["no_unprompted_disclosure", "file_summary_needs_upload"]
+    disclosure, template = pack.clauses
+    assert (disclosure.kind, disclosure.layer, disclosure.trigger.lexicon) == ("only_if", "trace", "disclosure")
+    assert template.obligation.attribute_present and template.trigger.regex is not None
+    assert pack.clause("file_summary_needs_upload") is template and pack.clause("nope") is None
+    for lang in ("en", "zh"):
+        patterns = pack.lexicons[lang].disclosure
+        assert patterns and all(p.examples for p in patterns)
+        for p in patterns:
+            for example in p.examples:
+                assert compile_pattern(p.pattern).search(example), (p.id, example)
+    # The default pack stays clause-free and its disclosure lexicon empty.
+    base = load_pack("default")
+    assert base.clauses == () and base.lexicons["en"].disclosure == ()
+
+
+def test_airline_pack_extends_default_with_rule_checkable_clauses() -> None:
+    pack = load_pack(default_pack_path().parent / "airline.yaml")
+    assert pack.name == "airline" and pack.extends == "default"
+    assert pack.segments == load_pack("default").segments
+    ids = [c.id for c in pack.clauses]
+    assert ids == ["confirm_before_write", "one_tool_call_at_a_time", "no_reply_with_tool_call", "booking_limits"]
+    confirm = pack.clauses[0]
+    assert confirm.invariant and confirm.kind == "before" and confirm.layer == "conversation"
+    assert "cancel_reservation" in confirm.trigger.tool_names and "get_user_details" not in confirm.trigger.tool_names
+    assert confirm.obligation.rule == "conduct.confirmed_before_action"
+    assert set(confirm.obligation.params) == {"confirm_regex", "deny_regex", "ask_regex"}
+    assert all(c.trigger.rule_checkable() and c.obligation.rule_checkable() for c in pack.clauses)
+
+
+def test_clauses_merge_by_id_through_extends(tmp_path: Path) -> None:
+    base = write(tmp_path / "base.yaml", f"""
+        name: base
+        version: '1'
+        clauses:
+          - {CLAUSE_OK}
+          - {{id: c2, text: Two., kind: must_not, trigger: {{tool_names: ['*']}}, obligation: {{regex: x}}}}
+    """)
+    child = write(tmp_path / "child.yaml", f"""
+        name: child
+        version: '1'
+        extends: {base.name}
+        clauses:
+          - {{id: c2, text: Two revised., kind: must_not, trigger: {{tool_names: ['*']}}, obligation: {{regex: y}}}}
+          - {{id: c3, text: Three., kind: only_if, trigger: {{regex: z}}, obligation: {{attribute_present: [file.id]}}}}
+    """)
+    pack = load_pack(child)
+    assert [(c.id, c.text) for c in pack.clauses] == [("c1", "Say hi."), ("c2", "Two revised."), ("c3", "Three.")]
+    assert pack.clauses[1].obligation.regex == "y"
+    assert pack.clauses[0].digest() != pack.clauses[1].digest()

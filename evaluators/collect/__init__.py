@@ -1,0 +1,57 @@
+"""phi: the collection cascade (rules, a small model, a cross-family jury), with the projection pi, the output
+schema sigma, privacy redaction, the cache and the per-run budget. The only code of the project that calls
+models.
+
+    config = load_model_config()                      # agent-factory.toml and AGENT_FACTORY_* variables
+    cascade = Cascade(config, cache=DatumCache(dir), budget=Budget(config.budget), redactor=DefaultRedactor())
+    data = await cascade.collect(unit_id=turn.id, layer="trace", unit=turn, definitions=defs, pack=pack)
+"""
+
+from evaluators.collect.backends import (
+    Backend,
+    FatalModelError,
+    LitellmBackend,
+    PydanticAIBackend,
+    Reply,
+    TransientModelError,
+    backend_for,
+    call_model,
+)
+from evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
+from evaluators.collect.cache import DatumCache, cache_key, call_key, rule_identity, unit_digest, version_digest
+from evaluators.collect.cascade import Cascade, Job
+from evaluators.collect.keys import CollectorKeys
+from evaluators.collect.reasons import (
+    JURY_SPLIT,
+    MODEL_ERROR,
+    NO_JURY,
+    NO_MODEL,
+    SCHEMA_INVALID,
+    CascadeCounters,
+    is_transient,
+    reason_category,
+)
+from evaluators.collect.config import (
+    BudgetLimits,
+    ModelConfig,
+    ModelSpec,
+    RetryPolicy,
+    check_jury,
+    derive_family,
+    load_model_config,
+)
+from evaluators.collect.project import ProjectedEvidence, ShownField, project
+from evaluators.collect.prompt import render_prompt, template_digest
+from evaluators.collect.redact import DefaultRedactor, Redaction, Redactor, load_redactor, redact_text
+from evaluators.collect.schema import ItemAnswer, build_sigma, locate_quote
+
+__all__ = [
+    "BUDGET_EXHAUSTED", "JURY_SPLIT", "MODEL_ERROR", "NO_JURY", "NO_MODEL", "SCHEMA_INVALID",
+    "Backend", "Budget", "BudgetExhausted", "BudgetLimits", "Cascade", "CascadeCounters", "CollectorKeys",
+    "DatumCache", "DefaultRedactor",
+    "FatalModelError", "ItemAnswer", "Job", "LitellmBackend", "ModelConfig", "ModelSpec", "ProjectedEvidence",
+    "PydanticAIBackend", "Redaction", "Redactor", "Reply", "RetryPolicy", "ShownField", "TransientModelError",
+    "backend_for", "build_sigma", "cache_key", "call_key", "call_model", "check_jury", "derive_family",
+    "is_transient", "load_model_config", "load_redactor", "locate_quote", "project", "reason_category",
+    "redact_text", "render_prompt", "rule_identity", "template_digest", "unit_digest", "version_digest",
+]

@@ -1,0 +1,104 @@
+"""Who may collect a definition in this cascade, under which collector identity, and the cache key k of each
+datum (DESIGN.md section 5: k = hash(v || hash(pi(x)))).
+
+v is computed once per definition (and pack), not once per unit: rule items' v covers the definition digest,
+the rule and applies-when rule (name, version, source digest) and the pack digest; model items' v covers the
+definition digest (version and projection included), the model strings and families that may answer, the
+template digests, the escalation threshold and the redactor. pi(x) is the whole unit for rules and the
+projected evidence (with the injection ranges inside it) for models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from adapters.model import EvidencePointer
+from evaluators.collect.cache import cache_key, rule_identity, sha256, version_digest
+from evaluators.collect.config import ModelConfig, ModelSpec
+from evaluators.collect.project import ProjectedEvidence
+from evaluators.collect.prompt import template_digest
+from evaluators.collect.redact import Redactor
+from evaluators.core.model import CollectorIdentity, DataDefinition, Tier
+from knowledge_packs import KnowledgePack
+
+
+class CollectorKeys:
+    """Identities and keys for one cascade's models, templates and redactor."""
+
+    def __init__(self, config: ModelConfig, redactor: Redactor) -> None:
+        self.config = config
+        self.templates = {"checklist": template_digest("checklist"), "jury": template_digest("jury")}
+        kind = f"{type(redactor).__module__}.{type(redactor).__qualname__}"
+        self.redactor_id = f"{kind}@{getattr(redactor, 'version', '?')}"
+        self._identities: dict[str, CollectorIdentity] = {}
+        self._versions: dict[tuple[str, int, int], tuple[DataDefinition, KnowledgePack | None, str]] = {}
+
+    def small_for(self, d: DataDefinition) -> ModelSpec | None:
+        """The small model, if one is configured and the definition allows the tier."""
+        return self.config.small if "small_model" in d.tiers else None
+
+    def jury_for(self, d: DataDefinition) -> tuple[ModelSpec, ...]:
+        """The jury, if one is configured and the definition allows the tier."""
+        return self.config.jury if "jury" in d.tiers else ()
+
+    def _v(self, what: str, d: DataDefinition, pack: KnowledgePack | None, make: Callable[[], dict[str, Any]]) -> str:
+        slot = (what, id(d), id(pack))
+        hit = self._versions.get(slot)
+        if hit is None or hit[0] is not d or hit[1] is not pack:  # ids are reused only after objects die
+            hit = (d, pack, version_digest(make()))
+            self._versions[slot] = hit
+        return hit[2]
+
+    def model_key(self, d: DataDefinition, evidence: ProjectedEvidence, ranges: Sequence[EvidencePointer]) -> str:
+        def parts() -> dict[str, Any]:
+            small, jury = self.small_for(d), self.jury_for(d)
+            return {
+                "stage": "model",
+                "definition": d.digest(),
+                "small": [small.name, small.family, self.templates["checklist"]] if small else None,
+                "jury": [[m.name, m.family] for m in jury],
+                "jury_template": self.templates["jury"] if jury else None,
+                "escalate_below": self.config.escalate_below if small and jury else None,
+                "redactor": self.redactor_id,
+            }
+
+        shown = {(f.unit_id, f.field) for f in evidence.fields}
+        flags = sorted((p.unit_id, p.field, p.start, p.end) for p in ranges if (p.unit_id, p.field) in shown)
+        return cache_key(self._v("model", d, None, parts), sha256(evidence.digest() + repr(flags)))
+
+    def rule_key(self, d: DataDefinition, pack: KnowledgePack, unit_digest: str) -> str:
+        def parts() -> dict[str, Any]:
+            return {
+                "stage": "rule",
+                "definition": d.digest(),
+                "applies_when": [d.applies_when, *rule_identity(d.applies_when)] if d.applies_when else None,
+                "rule": [d.rule, *rule_identity(d.rule)] if d.rule and "rule" in d.tiers else None,
+                "pack": pack.digest(),
+            }
+
+        return cache_key(self._v("rule", d, pack, parts), unit_digest)
+
+    def model_identity(self, tier: Tier) -> CollectorIdentity:
+        """The small model or the whole jury (model strings joined by `+`, families by `,`), with the
+        template digest as version; `none` when no model serves the tier."""
+        ident = self._identities.get(tier)
+        if ident is None:
+            small, jury = self.config.small, self.config.jury
+            if tier == "jury" and jury:
+                ident = CollectorIdentity(tier="jury", name="+".join(m.name for m in jury),
+                                          family=",".join(m.family for m in jury), version=self.templates["jury"])
+            elif tier == "small_model" and small is not None:
+                ident = CollectorIdentity(tier="small_model", name=small.name, family=small.family,
+                                          version=self.templates["checklist"])
+            else:
+                ident = CollectorIdentity(tier=tier, name="none")
+            self._identities[tier] = ident
+        return ident
+
+    def rule_identity(self, name: str) -> CollectorIdentity:
+        ident = self._identities.get(f"rule:{name}")
+        if ident is None:
+            ident = CollectorIdentity(tier="rule", name=name, version=rule_identity(name)[0])
+            self._identities[f"rule:{name}"] = ident
+        return ident

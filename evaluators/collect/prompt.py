@@ -1,0 +1,177 @@
+"""Prompts: jinja2 templates beside the code, evidence quoted as data, secrets redacted.
+
+Every evidence field goes in its own `<evidence id=...>` block whose content is JSON with `<`, `>` and `&`
+escaped, so no evidence text can close its block or open another; the template says that evidence is data,
+never instructions. Ranges provenance flagged as injection are additionally set apart as
+`{"injection_flagged": "..."}` parts, and an omitted middle (a `head_tail` projection) as
+`{"omitted_chars": n}`. Redaction runs on each whole field before it is cut or split, so no secret survives in
+pieces (see `redact.redact_pieces`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import jinja2
+
+from adapters.model import EvidencePointer
+from evaluators.collect import schema
+from evaluators.collect.project import ProjectedEvidence, ShownField
+from evaluators.collect.redact import Redaction, Redactor, redact_pieces, redact_text
+from evaluators.core.model import DataDefinition, Layer
+
+VERSION = "1"
+"""Version of the prompt-building code (evidence encoding); enters the template digest."""
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+PromptKind = Literal["checklist", "jury"]
+_SOURCES: dict[PromptKind, tuple[str, ...]] = {"checklist": ("checklist.j2",), "jury": ("jury.j2", "checklist.j2")}
+LAYER_NAMES: dict[Layer, str] = {
+    "span": "span (one model or tool call)",
+    "trace": "turn (one request and its answer)",
+    "conversation": "session (one conversation)",
+    "engagement": "engagement window (one user's sessions)",
+}
+
+
+def _json_data(value: object) -> str:
+    """JSON that cannot contain a tag: `<`, `>` and `&` are escaped as in HTML-safe JSON."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=False,  # the prompt is not HTML; evidence is made inert by `_json_data` instead
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["xattr"] = lambda s: html.escape(str(s), quote=True)
+    return env
+
+
+def template_digest(kind: PromptKind) -> str:
+    """Content hash of the templates a prompt kind renders (plus sigma's and this module's versions)."""
+    h = hashlib.sha256(f"prompt{VERSION}\x1fsigma{schema.VERSION}".encode())
+    for name in _SOURCES[kind]:
+        h.update(b"\x1e" + name.encode() + b"\x1f")
+        h.update((TEMPLATES / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One `<evidence>` block of a prompt."""
+
+    id: str
+    unit_id: str
+    field: str
+    shown: int
+    total: int
+    content: str
+
+
+def _parts(f: ShownField, flags: Sequence[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """The shown ranges split at injection-flag boundaries: (start, end, flagged)."""
+    out: list[tuple[int, int, bool]] = []
+    for a, b in f.shown:
+        cuts = sorted({a, b} | {x for s, e in flags for x in (s, e) if a < x < b})
+        for s, e in zip(cuts, cuts[1:], strict=False):
+            flagged = any(fs < e and fe > s for fs, fe in flags)
+            if out and out[-1][1] == s and out[-1][2] == flagged:
+                out[-1] = (out[-1][0], e, flagged)
+            else:
+                out.append((s, e, flagged))
+    return out
+
+
+def _content(f: ShownField, flags: Sequence[tuple[int, int]], redactions: Sequence[Redaction]) -> str:
+    parts = _parts(f, flags)
+    texts = redact_pieces(f.text, [(s, e) for s, e, _ in parts], redactions)
+    if len(parts) == 1 and not parts[0][2]:
+        return _json_data(texts[0])
+    value: list[object] = []
+    prev_end = 0
+    for (s, e, flagged), text in zip(parts, texts, strict=True):
+        if s > prev_end:
+            value.append({"omitted_chars": s - prev_end})
+        value.append({"injection_flagged": text} if flagged else text)
+        prev_end = e
+    if prev_end < len(f.text):
+        value.append({"omitted_chars": len(f.text) - prev_end})
+    return _json_data(value)
+
+
+def evidence_blocks(
+    evidence: Sequence[ProjectedEvidence],
+    *,
+    injection_ranges: Sequence[EvidencePointer],
+    redactor: Redactor,
+) -> tuple[list[Block], list[list[str]]]:
+    """The blocks of all projections (shared fields once) and, per projection, the block ids it may use."""
+    variants: dict[str, list[tuple[tuple[int, int], ...]]] = {}
+    for ev in evidence:
+        for f in ev.fields:
+            seen = variants.setdefault(f.id, [])
+            if f.shown not in seen:
+                seen.append(f.shown)
+    blocks: dict[tuple[str, tuple[tuple[int, int], ...]], Block] = {}
+    uses: list[list[str]] = []
+    found: dict[str, list[Redaction]] = {}
+    for ev in evidence:
+        ids: list[str] = []
+        for f in ev.fields:
+            key = (f.id, f.shown)
+            if key not in blocks:
+                n = variants[f.id].index(f.shown)
+                bid = f.id if len(variants[f.id]) == 1 else f"{f.id}#{n + 1}"
+                flags = [(p.start, p.end) for p in injection_ranges
+                         if p.unit_id == f.unit_id and p.field == f.field and p.end > p.start]
+                if f.text not in found:
+                    found[f.text] = list(redactor.find(f.text))
+                blocks[key] = Block(
+                    id=bid,
+                    unit_id=redact_text(f.unit_id, redactor),
+                    field=f.field,
+                    shown=f.shown_chars,
+                    total=f.original_chars,
+                    content=_content(f, flags, found[f.text]),
+                )
+            ids.append(blocks[key].id)
+        uses.append(ids)
+    return list(blocks.values()), uses
+
+
+def render_prompt(
+    kind: PromptKind,
+    *,
+    unit_id: str,
+    layer: Layer,
+    definitions: Sequence[DataDefinition],
+    evidence: Sequence[ProjectedEvidence],
+    injection_ranges: Sequence[EvidencePointer] = (),
+    redactor: Redactor,
+) -> str:
+    """The prompt for one unit's items (`evidence[i]` is `definitions[i]`'s projection)."""
+    blocks, uses = evidence_blocks(evidence, injection_ranges=injection_ranges, redactor=redactor)
+    items = [
+        {"id": d.id, "question": redact_text(d.question, redactor), "evidence_ids": ids or ["(none)"]}
+        for d, ids in zip(definitions, uses, strict=True)
+    ]
+    template = _environment().get_template(_SOURCES[kind][0])
+    return template.render(
+        unit_id=redact_text(unit_id, redactor),
+        layer_name=LAYER_NAMES[layer],
+        items=items,
+        blocks=blocks,
+    )

@@ -1,0 +1,30 @@
+"""Adjudication: proves the evaluators (DESIGN.md section 6); here the kappa-and-admission part.
+
+`adjudicate(pairs)` is the pure entry point; the registered analysis reads a second rater's values from unit
+rows' facts `adjudication.<item>.rater_b` (see `rules`). Variance decomposition, ICC and the audit loop that
+re-collects a sample come with a later issue.
+"""
+
+from __future__ import annotations
+
+from evaluators.components.adjudication.analysis import (
+    NAME,
+    VERSION,
+    adjudicate,
+    adjudication_analysis,
+    rater_pairs,
+)
+from evaluators.components.adjudication.definitions import DEFINITIONS
+from evaluators.components.adjudication.rules import parse_rater_key, rater_key
+from evaluators.core.registry import Analysis, ComponentSpec, register_component
+
+SPEC = register_component(
+    ComponentSpec(
+        name="adjudication",
+        definitions=DEFINITIONS,
+        analyses=(Analysis(name=NAME, version=VERSION, fn=adjudication_analysis),),
+        description="Cohen's kappa per data item between two raters; admission at 0.60 (two decimals).",
+    )
+)
+
+__all__ = ["SPEC", "adjudicate", "adjudication_analysis", "parse_rater_key", "rater_key", "rater_pairs"]

@@ -1,0 +1,42 @@
+"""Conduct: policy clauses of the role spec, checked on every stage (DESIGN.md section 4).
+
+The data come from the pack's clauses, so the runner asks `definitions_for(pack)` (also
+`get_component("conduct").extra["definitions_for"]`); the registered spec carries no pack-independent data.
+The analysis reads the pack's clauses and the rows of each clause's layer.
+"""
+
+from __future__ import annotations
+
+from evaluators.components.conduct import rules  # noqa: F401  (registers the rules)
+from evaluators.components.conduct.analysis import NAME, VERSION, clause_results, conduct_analysis
+from evaluators.components.conduct.definitions import (
+    GENERIC_DEFINITIONS,
+    clause_definitions,
+    definitions_for,
+    obligation_id,
+    trigger_id,
+)
+from evaluators.components.conduct.rules import match_condition, message_index
+from evaluators.core.registry import Analysis, ComponentSpec, register_component
+
+SPEC = register_component(
+    ComponentSpec(
+        name="conduct",
+        definitions=GENERIC_DEFINITIONS,
+        analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis),),
+        description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
+        extra={"definitions_for": definitions_for},
+    )
+)
+
+__all__ = [
+    "SPEC",
+    "clause_definitions",
+    "clause_results",
+    "conduct_analysis",
+    "definitions_for",
+    "match_condition",
+    "message_index",
+    "obligation_id",
+    "trigger_id",
+]

@@ -1,0 +1,141 @@
+"""Conduct data definitions (rho), generated from the knowledge pack's policy clauses.
+
+Each clause r = (trigger phi_t, obligation psi) yields two checks on the clause's layer:
+
+- `conduct.<id>.trigger`: did phi_t occur in the unit? Always collected by a rule (the clause's own rule, or
+  the generic `conduct.clause_trigger` for a lexicon / regex / tool / attribute condition).
+- `conduct.<id>.obligation`: given phi_t, did the clause's obligation hold? `yes` means *complied* whatever
+  the clause's kind (for `must_not` the rule checks that the forbidden thing is absent), `not_applicable`
+  when phi_t did not occur. Its `applies_when` is the trigger's rule, so a model tier is only asked when the
+  trigger fired.
+
+The definitions depend on the pack, so the runner asks `definitions_for(pack)` (also reachable as
+`get_component("conduct").extra["definitions_for"]`). Each definition's version carries the clause's content
+digest: editing a clause's regex or rule invalidates exactly the data generated from it.
+"""
+
+from __future__ import annotations
+
+from adapters.exceptions import SpecError, UnknownNameError
+from evaluators.core.model import DataDefinition, Projection
+from evaluators.core.registry import get_rule
+from knowledge_packs import KnowledgePack
+from knowledge_packs.model import Clause, ClauseCondition
+
+TRIGGER_RULE = "conduct.clause_trigger"
+"""Generic rule deciding a clause's built-in trigger condition."""
+OBLIGATION_RULE = "conduct.clause_obligation"
+"""Generic rule deciding a clause's built-in obligation condition."""
+
+_PROJECTION = {
+    "span": Projection(fields=("spans.input", "spans.output")),
+    "trace": Projection(fields=("request", "answer")),
+    "conversation": Projection(fields=("turns",)),
+}
+
+
+def trigger_id(clause_id: str) -> str:
+    """Data id of a clause's trigger check."""
+    return f"conduct.{clause_id}.trigger"
+
+
+def obligation_id(clause_id: str) -> str:
+    """Data id of a clause's obligation check."""
+    return f"conduct.{clause_id}.obligation"
+
+
+def clause_id_of(item: str) -> str | None:
+    """The clause id inside a conduct data id (`conduct.<id>.trigger` -> `<id>`), else None."""
+    parts = item.split(".")
+    if len(parts) == 3 and parts[0] == "conduct" and parts[2] in ("trigger", "obligation"):
+        return parts[1]
+    return None
+
+
+def trigger_rule(clause: Clause) -> str:
+    """The rule that collects the clause's trigger."""
+    return clause.trigger.rule or TRIGGER_RULE
+
+
+def obligation_rule(clause: Clause) -> str | None:
+    """The rule that collects the obligation; None when only model tiers may collect it."""
+    if clause.obligation.rule is not None:
+        return clause.obligation.rule
+    return OBLIGATION_RULE if clause.obligation.rule_checkable() else None
+
+
+def describe(cond: ClauseCondition) -> str:
+    """A short readable statement of a condition, for questions and reviewers."""
+    if cond.rule is not None:
+        return f"rule {cond.rule}"
+    parts = []
+    where = " or ".join(cond.fields)
+    if cond.lexicon is not None:
+        parts.append(f"a '{cond.lexicon}' lexicon pattern in the {where}")
+    if cond.regex is not None:
+        parts.append(f"text matching /{cond.regex}/ in the {where}")
+    if cond.tool_names:
+        parts.append("any tool call" if "*" in cond.tool_names else f"a call to {', '.join(cond.tool_names)}")
+    if cond.attribute_present:
+        parts.append(f"attribute {' or '.join(cond.attribute_present)} present")
+    return " or ".join(parts) if parts else "judged by a model"
+
+
+def _check_rule(pack: KnowledgePack, index: int, part: str, name: str | None) -> None:
+    if name is None:
+        return
+    try:
+        get_rule(name)
+    except UnknownNameError as e:
+        raise SpecError(f"knowledge pack {pack.name!r}: clauses.{index}.{part}.rule: {e}") from None
+
+
+def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
+    """The trigger and obligation definitions of one clause (rule names are not checked here)."""
+    version = f"{clause.version}+{clause.digest()}"
+    trigger = DataDefinition(
+        id=trigger_id(clause.id),
+        question=f"Does this {clause.layer} unit show {describe(clause.trigger)}? (trigger of: {clause.text})",
+        component="conduct",
+        layer=clause.layer,
+        rule=trigger_rule(clause),
+        tiers=("rule",),
+        version=version,
+        description=f"Trigger of clause {clause.id} ({clause.kind}); {clause.source}".rstrip("; "),
+    )
+    ob = clause.obligation
+    obligation = DataDefinition(
+        id=obligation_id(clause.id),
+        question=ob.question or (
+            f"The policy says: {clause.text} Given that it applies here, did the agent comply?"
+        ),
+        component="conduct",
+        layer=clause.layer,
+        applies_when=trigger_rule(clause),
+        rule=obligation_rule(clause),
+        tiers=ob.tiers,
+        projection=_PROJECTION[clause.layer],
+        version=version,
+        description=(
+            f"Obligation of clause {clause.id} ({clause.kind}{', invariant' if clause.invariant else ''}): "
+            f"{describe(ob)}; yes = complied"
+        ),
+    )
+    return trigger, obligation
+
+
+def definitions_for(pack: KnowledgePack) -> tuple[DataDefinition, ...]:
+    """Every clause's trigger and obligation definitions, in clause order.
+
+    A clause naming a rule that is not registered is a `SpecError` naming the pack and the field.
+    """
+    out: list[DataDefinition] = []
+    for i, clause in enumerate(pack.clauses):
+        _check_rule(pack, i, "trigger", clause.trigger.rule)
+        _check_rule(pack, i, "obligation", clause.obligation.rule)
+        out.extend(clause_definitions(clause))
+    return tuple(out)
+
+
+GENERIC_DEFINITIONS: tuple[DataDefinition, ...] = ()
+"""What the registered spec carries: conduct has no pack-independent data (every datum comes from a clause)."""

@@ -1,0 +1,23 @@
+"""Execution: did the turn's chain run, did its answer reach the user, how fast (DESIGN.md section 4).
+
+Importing this package registers the rules (`rules`), and the component: its data definitions
+(`definitions.DEFINITIONS`) and analyses (`analysis.ANALYSES`). `rollup.failure_rollup` rolls any trace-layer
+failure item up to the session and user layers, for any component.
+"""
+
+from evaluators.components.execution import rules  # noqa: F401  (registers the rule collectors)
+from evaluators.components.execution.analysis import ANALYSES, VERSION
+from evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
+from evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
+from evaluators.core.registry import ComponentSpec, register_component
+
+SPEC = register_component(ComponentSpec(
+    name="execution",
+    definitions=DEFINITIONS,
+    analyses=ANALYSES,
+    description="Chain completeness by mode, delivery failure, latency against per-mode baselines, the "
+                "fast-failure band, progress at stop, and failure rolled up to sessions and users.",
+))
+
+__all__ = ["ANALYSES", "CHAIN_REQUIREMENTS", "DEFINITIONS", "SPEC", "VERSION", "FailureItem", "Meta",
+           "failure_rollup", "rate_result"]

@@ -1,0 +1,39 @@
+"""Provenance as a component: segment, evidence coverage and injection flags as data, and their results.
+
+The per-turn logic lives in `evaluators.provenance` (ingest stores its records); this package turns it into
+atomic data and results. The runner must feed Provenance the turns of *every* segment
+(`store.iter_turns(segment=None)`), while the other components get real traffic only.
+"""
+
+from __future__ import annotations
+
+from evaluators.components.provenance import rules  # noqa: F401  (registers the rules)
+from evaluators.components.provenance.analysis import NAME, VERSION, provenance_analysis
+from evaluators.components.provenance.definitions import (
+    DEFINITIONS,
+    EVIDENCE_COMPLETE,
+    FIELD_ITEMS,
+    INJECTION_FLAGGED,
+    SEGMENT,
+)
+from evaluators.core.registry import Analysis, ComponentSpec, register_component
+
+SPEC = register_component(
+    ComponentSpec(
+        name="provenance",
+        definitions=DEFINITIONS,
+        analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis),),
+        description="Traffic segments, evidence coverage per field, injection isolation; fed every segment.",
+        extra={"segments": "all"},
+    )
+)
+
+__all__ = [
+    "DEFINITIONS",
+    "EVIDENCE_COMPLETE",
+    "FIELD_ITEMS",
+    "INJECTION_FLAGGED",
+    "SEGMENT",
+    "SPEC",
+    "provenance_analysis",
+]

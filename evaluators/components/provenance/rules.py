@@ -1,0 +1,126 @@
+"""Provenance rules: a turn's segment, evidence coverage and injection flags as atomic data.
+
+Each rule calls the pure provenance functions (`segment_turn`, `coverage`, `scan_turn`) with the context's pack.
+Several data read the same coverage, so the last few results are remembered per (turn, pack) object: the
+answer depends only on those two frozen inputs, so this changes nothing but time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from adapters.model import EvidencePointer, Turn
+from evaluators.components.provenance.definitions import (
+    EVIDENCE_COMPLETE,
+    FIELD_ITEMS,
+    INJECTION_FLAGGED,
+    SEGMENT,
+)
+from evaluators.core.registry import RuleAnswer, RuleContext, rule
+from evaluators.provenance import VERSION as PROVENANCE_VERSION
+from evaluators.provenance import Coverage, FieldCoverage, InjectionFlag, coverage, scan_turn, segment_turn
+from knowledge_packs import KnowledgePack
+
+VERSION = f"1;{PROVENANCE_VERSION}"
+"""Version of these rules, including the provenance logic they call."""
+
+MAX_EVIDENCE = 20
+"""Pointers kept per answer."""
+
+T = TypeVar("T")
+_MEMO: dict[tuple[str, int, int], tuple[Turn, KnowledgePack, object]] = {}
+
+
+def _memo(what: str, turn: Turn, pack: KnowledgePack, make: Callable[[], T]) -> T:
+    key = (what, id(turn), id(pack))
+    hit = _MEMO.get(key)
+    if hit is None or hit[0] is not turn or hit[1] is not pack:
+        if len(_MEMO) >= 64:
+            _MEMO.clear()
+        hit = _MEMO[key] = (turn, pack, make())
+    return hit[2]  # type: ignore[return-value]
+
+
+def turn_coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
+    """`coverage(turn, pack)`, computed once for the data of one turn."""
+    return _memo("coverage", turn, pack, lambda: coverage(turn, pack))
+
+
+def turn_flags(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
+    """`scan_turn(turn, pack)`, computed once for the data of one turn."""
+    return _memo("flags", turn, pack, lambda: scan_turn(turn, pack))
+
+
+def _pointer(fc: FieldCoverage) -> EvidencePointer:
+    return EvidencePointer(unit_id=fc.unit_id, field=fc.field, start=0, end=fc.chars)
+
+
+def _why(fc: FieldCoverage) -> str:
+    return f"{fc.label}: " + (", ".join(fc.reasons) if fc.reasons else f"{fc.state} but required")
+
+
+def _wrong_unit(unit: object) -> RuleAnswer:
+    return RuleAnswer("uncollected", reason=f"provenance rules read turns, got {type(unit).__name__}")
+
+
+@rule(SEGMENT)
+def segment(unit: object, ctx: RuleContext) -> RuleAnswer:
+    """Fact: the turn's segment; evidence: the satisfied conditions of the matching rule."""
+    if not isinstance(unit, Turn):
+        return _wrong_unit(unit)
+    seg = segment_turn(unit, ctx.pack)
+    why = f"rule {seg.rule}" if seg.rule else "no segmentation rule matched"
+    return RuleAnswer("yes", fact=seg.segment, evidence=tuple(e.pointer for e in seg.evidence), reason=why)
+
+
+def _fields_answer(fields: list[FieldCoverage], what: str) -> RuleAnswer:
+    if not fields:
+        return RuleAnswer("not_applicable", reason=f"no {what}")
+    bad = [f for f in fields if not f.complete]
+    if not bad:
+        return RuleAnswer("yes", reason=f"{len(fields)} {what} complete")
+    return RuleAnswer(
+        "no", fact="; ".join(f.label for f in bad), evidence=tuple(_pointer(f) for f in bad[:MAX_EVIDENCE]),
+        reason="; ".join(_why(f) for f in bad[:MAX_EVIDENCE]),
+    )
+
+
+@rule(EVIDENCE_COMPLETE)
+def evidence_complete(unit: object, ctx: RuleContext) -> RuleAnswer:
+    """Every field complete; otherwise the fact lists the incomplete field labels and evidence cites them."""
+    if not isinstance(unit, Turn):
+        return _wrong_unit(unit)
+    return _fields_answer(list(turn_coverage(unit, ctx.pack).fields), "fields")
+
+
+def _field_rule(name: str, select: Callable[[FieldCoverage], bool], what: str) -> None:
+    def collect(unit: object, ctx: RuleContext) -> RuleAnswer:
+        if not isinstance(unit, Turn):
+            return _wrong_unit(unit)
+        return _fields_answer([f for f in turn_coverage(unit, ctx.pack).fields if select(f)], what)
+
+    collect.__name__ = collect.__qualname__ = name.replace(".", "_")
+    collect.__doc__ = f"Completeness of the turn's {what}."
+    rule(name)(collect)
+
+
+_field_rule(FIELD_ITEMS["request"], lambda f: f.label == "request", "request")
+_field_rule(FIELD_ITEMS["answer"], lambda f: f.label == "answer", "answer")
+_field_rule(FIELD_ITEMS["span_inputs"], lambda f: f.field == "input", "span inputs")
+_field_rule(FIELD_ITEMS["span_outputs"], lambda f: f.field == "output", "span outputs")
+
+
+@rule(INJECTION_FLAGGED)
+def injection_flagged(unit: object, ctx: RuleContext) -> RuleAnswer:
+    """Yes when any text of the turn matches an injection pattern; the fact lists the pattern ids."""
+    if not isinstance(unit, Turn):
+        return _wrong_unit(unit)
+    flags = turn_flags(unit, ctx.pack)
+    if not flags:
+        return RuleAnswer("no", reason="no injection pattern matched")
+    ids = list(dict.fromkeys(f.pattern_id for f in flags))
+    return RuleAnswer(
+        "yes", fact=", ".join(ids), evidence=tuple(f.pointer for f in flags[:MAX_EVIDENCE]),
+        reason=f"{len(flags)} match(es): {', '.join(ids)}",
+    )

@@ -1,0 +1,21 @@
+"""Results: what followed a session - a return within T, its interval, a redo, feedback (DESIGN.md section 4).
+
+Data are collected per session (conversation layer) with the user's window in `RuleContext.engagement`;
+censored sessions are a labelled fact, never a return or a non-return (see `definitions`). Importing this
+package registers the rules and the component.
+"""
+
+from evaluators.components.results import rules  # noqa: F401  (registers the rule collectors)
+from evaluators.components.results.analysis import ANALYSES, VERSION
+from evaluators.components.results.definitions import DEFINITIONS
+from evaluators.core.registry import ComponentSpec, register_component
+
+SPEC = register_component(ComponentSpec(
+    name="results",
+    definitions=DEFINITIONS,
+    analyses=ANALYSES,
+    description="Return within T (censoring kept apart), return interval, redo after failed vs delivered session "
+                "ends, single-turn sessions, explicit feedback.",
+))
+
+__all__ = ["ANALYSES", "DEFINITIONS", "SPEC", "VERSION"]

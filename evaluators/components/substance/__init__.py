@@ -1,0 +1,25 @@
+"""Substance: whether a delivered answer is any good, item by item (DESIGN.md section 4).
+
+Importing this package registers the rules (`rules`: applicability, and C2 on truncation markers) and the
+component: the eight checklist definitions (`definitions`, trace layer, model tiers) and the analysis
+(`analysis.ANALYSES`: S(x) = D(x) * mean of admitted applicable items, stratified population S with 95%
+intervals, S by mode, per-item pass rates, and counts of what could not be scored).
+"""
+
+from evaluators.components.substance import rules
+from evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
+from evaluators.components.substance.definitions import ITEMS, build
+from evaluators.core.registry import ComponentSpec, register_component
+
+DEFINITIONS = build(rules.RULES_DIGEST)
+"""The eight checklist definitions, versioned with the applicability rules."""
+
+SPEC = register_component(ComponentSpec(
+    name="substance",
+    definitions=DEFINITIONS,
+    analyses=ANALYSES,
+    description="Eight checklist items per delivered turn (I1 I2 I3 C1 C2 S1 S2 E1); S(x) with stratum weights "
+                "and 95% CIs, S by mode, per-item pass rates.",
+))
+
+__all__ = ["ANALYSES", "DEFINITIONS", "ITEMS", "SPEC", "VERSION", "TurnScore", "score", "turn_score"]

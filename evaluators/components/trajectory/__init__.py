@@ -1,0 +1,30 @@
+"""Trajectory: how each session went, read from what the user did next (DESIGN.md section 4).
+
+Importing this package registers the rules (`rules`) and the component: its conversation-layer data definitions
+(`definitions.DEFINITIONS`: recovery events, abandonment, frustration, turn count, replayed turns) and analyses
+(`analysis.ANALYSES`: friction and the smooth / struggled / blocked / censored outcome rule per session and as
+shares, and the replay rate after a failed vs a delivered turn).
+"""
+
+from evaluators.components.trajectory import rules  # noqa: F401  (registers the rule collectors)
+from evaluators.components.trajectory.analysis import (
+    ANALYSES,
+    OUTCOMES,
+    VERSION,
+    SessionOutcome,
+    replay_after_failure,
+    session_outcome,
+)
+from evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
+from evaluators.core.registry import ComponentSpec, register_component
+
+SPEC = register_component(ComponentSpec(
+    name="trajectory",
+    definitions=DEFINITIONS,
+    analyses=ANALYSES,
+    description="Recovery events per session (replays, context repair, clarification loops, termination), "
+                "abandonment and frustration; friction, the outcome rule, and replay after failure vs success.",
+))
+
+__all__ = ["ANALYSES", "BLOCKING_EVENTS", "DEFINITIONS", "OUTCOMES", "RECOVERY_EVENTS", "SPEC", "VERSION",
+           "SessionOutcome", "replay_after_failure", "session_outcome"]
