@@ -41,6 +41,7 @@ class Collector(Protocol):
     async def collect(
         self, *, unit_id: str, layer: Layer, unit: Any, definitions: Sequence[DataDefinition],
         pack: KnowledgePack, injection_ranges: Sequence[EvidencePointer] = (),
+        context: EngagementView | None = None,
     ) -> list[AtomicDatum]: ...
 
     @property
@@ -139,14 +140,15 @@ class Runner:
         self.batch = Batch(store.con, "atomic_data")
 
     async def _collect(self, unit_id: str, layer: Layer, unit: Any, *, only: set[str] | None = None,
-                       injections: Sequence[EvidencePointer] = ()) -> list[AtomicDatum]:
+                       injections: Sequence[EvidencePointer] = (),
+                       context: EngagementView | None = None) -> list[AtomicDatum]:
         out: list[AtomicDatum] = []
         for component, defs in self.defs[layer].items():
             if only is not None and component not in only:
                 continue
             data = await self.collector.collect(
                 unit_id=unit_id, layer=layer, unit=unit, definitions=defs, pack=self.pack,
-                injection_ranges=injections,
+                injection_ranges=injections, context=context,
             )
             out.extend(data)
         for d in out:
@@ -186,8 +188,8 @@ class Runner:
                     start=span.start, end=span.end, mode=turn.mode, admitted=self.admitted,
                 ))
 
-    async def _conversation(self, conv: Conversation) -> None:
-        data = await self._collect(conv.id, "conversation", conv)
+    async def _conversation(self, conv: Conversation, view: EngagementView) -> None:
+        data = await self._collect(conv.id, "conversation", conv, context=view)
         self.acc.units["conversation"] += 1
         first = conv.turns[0] if conv.turns else None
         self.acc.rows["conversation"].append(_row(
@@ -209,7 +211,7 @@ class Runner:
         if u.view is not None:
             for conv in u.view.conversations:
                 tasks += [self._turn(t, real=True) for t in conv.turns]
-                tasks.append(self._conversation(conv))
+                tasks.append(self._conversation(conv, u.view))
             tasks.append(self._engagement(u.view))
         await asyncio.gather(*tasks)
 

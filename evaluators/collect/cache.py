@@ -57,11 +57,25 @@ def call_key(model: str, family: str, prompt: str, schema: Mapping[str, Any]) ->
     return sha256(_canonical({"model": model, "family": family, "prompt": prompt, "schema": dict(schema)}))
 
 
+_TURN_DIGESTS: dict[int, tuple[object, str]] = {}
+
+
+def _turn_digest(turn: Any) -> str:
+    # Every span of a turn is a unit that carries the whole turn: hash the turn once, not once per span.
+    hit = _TURN_DIGESTS.get(id(turn))
+    if hit is None or hit[0] is not turn:
+        if len(_TURN_DIGESTS) >= 256:
+            _TURN_DIGESTS.clear()
+        hit = (turn, sha256(turn.model_dump_json()))
+        _TURN_DIGESTS[id(turn)] = hit
+    return hit[1]
+
+
 def unit_digest(unit: object) -> str:
     """sha256 of everything a rule may read of a unit (the `pi` of rule items is the whole unit)."""
     h = hashlib.sha256()
     if isinstance(unit, SpanView):
-        parts: list[str] = [unit.span.model_dump_json(), unit.turn.model_dump_json()]
+        parts: list[str] = [unit.span.model_dump_json(), _turn_digest(unit.turn)]
     elif isinstance(unit, EngagementView):
         parts = [unit.engagement.model_dump_json(), *(c.model_dump_json() for c in unit.conversations),
                  unit.horizon.isoformat() if unit.horizon else ""]
@@ -72,6 +86,16 @@ def unit_digest(unit: object) -> str:
     for p in parts:
         h.update(p.encode("utf-8", "surrogatepass"))
         h.update(b"\x1e")
+    return h.hexdigest()
+
+
+def context_digest(view: EngagementView) -> str:
+    """What a session's judgment may depend on beyond itself: which sessions the user had, and when observation
+    ended. Sessions are immutable once ingested, so their ids, sizes and ends stand for their content."""
+    h = hashlib.sha256()
+    for c in view.conversations:
+        h.update(f"{c.id}\x1f{len(c.turns)}\x1f{c.end.isoformat() if c.end else ''}\x1e".encode())
+    h.update((view.horizon.isoformat() if view.horizon else "").encode())
     return h.hexdigest()
 
 

@@ -34,7 +34,7 @@ from evaluators.collect.backends import (
     call_model,
 )
 from evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from evaluators.collect.cache import DatumCache, call_key, unit_digest
+from evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
 from evaluators.collect.config import ModelConfig, ModelSpec, check_jury
 from evaluators.collect.keys import CollectorKeys
 from evaluators.collect.project import ProjectedEvidence, project
@@ -55,7 +55,7 @@ from evaluators.collect.reasons import (
 from evaluators.collect.redact import Redactor, load_redactor
 from evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
 from evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
-from evaluators.core.registry import RuleAnswer, RuleContext, get_rule
+from evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
 from knowledge_packs import KnowledgePack
 
 @dataclass(frozen=True)
@@ -181,8 +181,10 @@ class Cascade:
         definitions: Sequence[DataDefinition],
         pack: KnowledgePack,
         injection_ranges: Sequence[EvidencePointer] = (),
+        context: EngagementView | None = None,
     ) -> list[AtomicDatum]:
-        """One datum per definition, in order."""
+        """One datum per definition, in order. `context` is the user's window, for rules (Results) that judge a
+        session by what followed it; it enters the rule items' cache keys."""
         out: dict[int, AtomicDatum] = {}
         pending: list[_Item] = []
         reused: set[int] = set()
@@ -193,14 +195,14 @@ class Cascade:
             base = {"unit_id": unit_id, "layer": layer, "item": d.id, "item_version": d.version}
             model_tiers = [t for t in d.tiers if t != "rule"]
             if d.applies_when or (d.rule and "rule" in d.tiers):
-                digest = digest or unit_digest(unit)
+                digest = digest or unit_digest(unit) + (context_digest(context) if context is not None else "")
                 rk = self.keys.rule_key(d, pack, digest)
                 hit = self.cache.get_datum(rk)
                 if hit is not None:
                     out[i] = self._record(hit, reused=True)
                     reused.add(i)
                     continue
-                datum = self._rule_stage(d, unit, pack, rk, base, has_model_tier=bool(model_tiers))
+                datum = self._rule_stage(d, unit, pack, rk, base, has_model_tier=bool(model_tiers), context=context)
                 if datum is not None:
                     out[i] = self._record(datum)
                     continue
@@ -229,10 +231,10 @@ class Cascade:
 
     def _rule_stage(
         self, d: DataDefinition, unit: Any, pack: KnowledgePack, key: str, base: dict[str, Any], *,
-        has_model_tier: bool,
+        has_model_tier: bool, context: EngagementView | None = None,
     ) -> AtomicDatum | None:
         """The datum rules decide (not_applicable, a value, or an uncollected abstention), or None to go on."""
-        ctx = RuleContext(pack=pack, definition=d)
+        ctx = RuleContext(pack=pack, definition=d, engagement=context)
         for name, gate in ((d.applies_when, True), (d.rule if "rule" in d.tiers else None, False)):
             if name is None:
                 continue
