@@ -220,7 +220,7 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     if not store.exists():
         raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
-        with Store(store, read_only=True) as st:
+        with Store(store) as st:  # read-write: opening recovers from an interrupted ingest
             data = st.counts()
     except AgentFactoryError as e:
         raise _fail(e) from e

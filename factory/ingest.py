@@ -19,7 +19,6 @@ from adapters.exceptions import SpecError
 from adapters.model import Conversation, OutcomeEvent, Span, Turn
 from evaluators.provenance import provenance_record
 from factory.store import (
-    SPAN_COLUMNS,
     Batch,
     Store,
     conversation_row,
@@ -169,11 +168,10 @@ class _FileWriter:
         self.staged.flush()
         if not self.staged_count:
             return
-        # Same connection throughout: another cursor would be another transaction and not see the staged rows.
         # Number the rows once in (trace, arrival) order, then read them back in pages by that number.
         self.con.execute(
-            "CREATE OR REPLACE TEMP TABLE staged_sorted AS"
-            " SELECT row_number() OVER (ORDER BY trace_id, seq) AS rn, * FROM staged_spans ORDER BY rn"
+            "CREATE OR REPLACE TABLE staged_sorted AS SELECT row_number() OVER (ORDER BY trace_id, seq) AS rn, *"
+            " FROM staged_spans WHERE source_id = ? ORDER BY rn", [self.source_id]
         )
         names: list[str] | None = None
         current: list[Span] = []
@@ -226,11 +224,10 @@ def ingest_file(
     if store.has_source(source_id):
         return FileReport(path=source, format=adapter.name, status="already-ingested"), []
     read = 0
-    with store.file_transaction() as con:
-        con.execute(
-            "CREATE OR REPLACE TEMP TABLE staged_spans ("
-            + ", ".join(f"{n} {t.replace(' NOT NULL', '')}" for n, (t, _) in SPAN_COLUMNS.items()) + ")"
-        )
+    # Rows are committed batch by batch (one transaction per file would hold the whole file in DuckDB's
+    # transaction-local state, so memory would grow with the file); the `sources` row written last is the
+    # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
+    with store.file_writes(source_id) as con:
         w = _FileWriter(store, source_id=source_id, path=source, pack=pack)
         for item in _items(adapter, path):
             read += 1
@@ -250,7 +247,6 @@ def ingest_file(
                 on_record(read)
         w.assemble_staged()
         w.flush()
-        con.execute("DROP TABLE staged_spans")
         if read == 0:
             w.reject(Quarantine(source=source, location="file", message="no records found (empty file?)"))
             w.flush()

@@ -143,6 +143,8 @@ TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = 
     "atomic_data": (DATUM_COLUMNS, ("unit_id", "item")),
     "results": (RESULT_COLUMNS, ()),
 }
+# Tables holding rows of an input file (column source_id), and the staging table of spans awaiting assembly.
+_SOURCE_TABLES = ("spans", "turns", "conversations", "events", "provenance", "quarantine", "staged_spans")
 # Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the
 # others the first write of a key wins and later ones are skipped.
 _REPLACE_ON_CONFLICT = {"atomic_data"}
@@ -282,6 +284,9 @@ class Store:
         for table, (cols, _keys) in TABLES.items():
             body = ", ".join(f"{name} {typ}" for name, (typ, _) in cols.items())
             c.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+        staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
+        c.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
+        self.recover()
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -296,15 +301,35 @@ class Store:
         return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None
 
     @contextmanager
-    def file_transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """All writes of one input file: committed together or not at all."""
-        self.con.execute("BEGIN TRANSACTION")
+    def file_writes(self, source_id: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The writes of one input file. They count only once `record_source` has written the file's row: on an
+        error they are removed here, and after a crash `recover` removes them when the store next opens."""
+        self._drop_source_rows(source_id)
         try:
             yield self.con
         except BaseException:
-            self.con.execute("ROLLBACK")
+            self._drop_source_rows(source_id)
             raise
-        self.con.execute("COMMIT")
+        finally:
+            self.con.execute("DELETE FROM staged_spans WHERE source_id = ?", [source_id])
+            self.con.execute("DROP TABLE IF EXISTS staged_sorted")
+
+    def _drop_source_rows(self, source_id: str) -> None:
+        if self.has_source(source_id):
+            return
+        for table in _SOURCE_TABLES:
+            self.con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
+
+    def recover(self) -> int:
+        """Delete rows of files whose ingest never finished (no `sources` row); the number of rows removed."""
+        removed = 0
+        for table in _SOURCE_TABLES:
+            n = self.con.execute(
+                f"DELETE FROM {table} WHERE source_id IS NOT NULL AND source_id NOT IN (SELECT source_id FROM sources)"
+            ).fetchone()
+            removed += int(n[0]) if n else 0
+        self.con.execute("DROP TABLE IF EXISTS staged_sorted")
+        return removed
 
     def record_source(
         self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
