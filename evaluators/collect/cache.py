@@ -123,7 +123,12 @@ class DatumCache:
 
     def __init__(self, directory: str | Path | None = None) -> None:
         self.directory = Path(directory) if directory is not None else None
-        self._disk: diskcache.Cache | None = diskcache.Cache(str(directory)) if directory is not None else None
+        self._disk: diskcache.Cache | None = (
+            # No eviction: a result cache that silently dropped entries would silently cost model calls, and
+            # culling's per-write size checks were a third of a rules-only run's time.
+            diskcache.Cache(str(directory), eviction_policy="none", cull_limit=0)
+            if directory is not None else None
+        )
 
     def _get(self, key: str) -> str | None:
         if self._disk is None:

@@ -1,0 +1,109 @@
+"""Rules-only evaluation benchmark: turns/s, peak RSS and the ratio to only parsing the input JSON, at 1x and
+10x the default simulation; a cold run (empty cache) and a warm rerun (everything reused).
+
+Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out]
+
+Each run is a fresh child process so its peak RSS (ru_maxrss) is its own. No model is configured, so
+model-tier items are recorded uncollected (the figure measures rules, cache and analyses).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+CHILD = r"""
+import json, resource, sys, time
+from pathlib import Path
+from evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+from factory.run import Runner
+from factory.store import Store
+from factory.suite import load_suite
+store, cache = Path(sys.argv[1]), Path(sys.argv[2])
+with Store(store) as st:
+    suite = load_suite(None, pack="business_analysis", store=st)
+    cfg = ModelConfig()
+    cascade = Cascade(cfg, cache=DatumCache(cache), budget=Budget(cfg.budget))
+    t0 = time.perf_counter()
+    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components).run()
+    dt = time.perf_counter() - t0
+print(json.dumps({"seconds": dt, "units": rep.units, "items": rep.items, "model_calls": rep.model_calls,
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def parse_only_seconds(path: Path) -> float:
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        for line in f:
+            json.loads(line)
+    return time.perf_counter() - t0
+
+
+def child(store: Path, cache: Path) -> dict:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG"):
+        env.pop(var, None)
+    proc = subprocess.run([sys.executable, "-c", CHILD, str(store), str(cache)], capture_output=True, text=True,
+                          env=env, cwd=ROOT, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1x,10x")
+    ap.add_argument("--workdir", type=Path, default=HERE / "out")
+    args = ap.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    from factory.ingest import ingest_paths
+    from factory.simulate import SimConfig, simulate
+    from factory.store import Store
+    from knowledge_packs import load_pack
+
+    rows = []
+    for size in args.sizes.split(","):
+        if size not in ("1x", "10x"):
+            raise SystemExit(f"unknown size {size!r}; valid: 1x, 10x")
+        sim = args.workdir / f"sim-{size}"
+        if not (sim / "traces.otlp.jsonl").exists():
+            simulate(SimConfig(users=1136 * (10 if size == "10x" else 1), seed=1), sim)
+        store = args.workdir / f"run-store-{size}.duckdb"
+        cache = args.workdir / f"run-cache-{size}"
+        for p in (store, cache):
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+        with Store(store) as st:
+            ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
+        parse = parse_only_seconds(sim / "traces.otlp.jsonl")
+        for phase in ("cold", "warm"):
+            r = child(store, cache)
+            turns = r["units"].get("trace", 0)
+            r.update(size=size, phase=phase, turns=turns, turns_per_s=turns / r["seconds"],
+                     parse_only_seconds=parse, parse_ratio=r["seconds"] / parse)
+            rows.append(r)
+            print(json.dumps(r), flush=True)
+    print()
+    print(f"{'size':>5} {'phase':>5} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
+          f"{'collected':>10} {'reused':>9} {'calls':>6} {'peak RSS MB':>12}")
+    for r in rows:
+        print(f"{r['size']:>5} {r['phase']:>5} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
+              f"{r['turns_per_s']:>8,.0f} {r['parse_ratio']:>8.1f} {r['items']['collected']:>10,} "
+              f"{r['items']['reused']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f}")
+
+
+if __name__ == "__main__":
+    main()
