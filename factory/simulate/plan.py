@@ -44,6 +44,10 @@ class TurnPlan:
     synthetic: bool
     mode: str
     request: Request
+    """The logged request (after planted defects)."""
+    natural_request: Request
+    """The request as the user drew it, before planted defects rewrote it: the user's next message is drawn
+    from this one, so runs with and without defects stay paired."""
     answer: str | None
     """The logged answer; None when the turn ended in an error (no output recorded)."""
     delivery: str
@@ -54,8 +58,10 @@ class TurnPlan:
     latency_ns: int
     error_message: str | None = None
     is_replay: bool = False
+    """Whether the logged request resends the previous one of its session by the replay definition."""
     is_verbatim_replay: bool = False
     replay_of: str | None = None
+    """The turn resent (the previous turn of the session) when `is_replay`."""
     redo_of: str | None = None
     disclosure: bool = False
     template: bool = False

@@ -10,8 +10,9 @@ so the same seed with and without defects yields the same underlying traffic.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -216,6 +217,7 @@ class Population:
                 tp.injection, tp.secrets = source.injection, list(source.secrets)
             if acc.drng is not None:
                 plant(c, acc.drng, tp, prev)
+            self._label_resend(tp, prev)
             turns.append(tp)
             pause = c.replay_think_time_median_s if ex.failed else c.think_time_median_s
             t_ns = tp.end_ns + int(_lognormal(rng, pause, c.think_time_sigma) * NS)
@@ -239,16 +241,46 @@ class Population:
         lang = acc.lang
         if float(rng.random()) < c.language_switch_rate:
             lang = "en" if lang == "zh" else "zh"
-        if prev is not None and float(rng.random()) < c.followup_share:
-            return texts.followup_request(rng, prev.request, lang), None, None, False, False
+        before = prev.natural_request if prev is not None else None
+        if before is not None and float(rng.random()) < c.followup_share:
+            req = self._unlike(before, partial(texts.followup_request, rng, before, lang))
+            return req, None, None, False, False
         short = float(rng.random()) < acc.short_rate
-        return texts.new_request(rng, lang, short=short), None, None, False, short
+        req = self._unlike(before, partial(texts.new_request, rng, lang, short=short))
+        return req, None, None, False, short
+
+    def _unlike(self, before: Request | None, draw: Callable[[], Request]) -> Request:
+        """`draw()`, re-drawn a bounded number of times while it would resend `before` by the replay definition.
+
+        Not meant as a resend, so it must not look like one: a follow-up template without a slot, or with the
+        slot drawn again, repeats the previous follow-up word for word. `before` is the user's own previous
+        request (before planted defects), so how many draws this takes does not depend on what was planted.
+        """
+        req = draw()
+        for _ in range(_REDRAWS):
+            if before is None or texts.resend_kind(before.text, req.text, threshold=self.c.redo_jaccard) is None:
+                break
+            req = draw()
+        return req
+
+    def _label_resend(self, tp: TurnPlan, prev: TurnPlan | None) -> None:
+        """Set the replay labels from the logged texts by the replay definition (Jaccard >= `redo_jaccard` with the
+        session's previous request, or equal once normalised): what truth promises an estimator must find.
+
+        Intended resends meet the definition by construction; this also labels the rare fresh request that
+        still comes out like the previous one (bounded re-draws, a short prompt typed twice).
+        """
+        kind = None if prev is None else texts.resend_kind(prev.request.text, tp.request.text,
+                                                           threshold=self.c.redo_jaccard)
+        tp.is_replay = kind is not None
+        tp.is_verbatim_replay = kind == "verbatim"
+        tp.replay_of = prev.trace_id if prev is not None and kind is not None else None
 
     def _copy(self, rng: np.random.Generator, src: Request) -> tuple[Request, bool]:
         if float(rng.random()) < self.c.verbatim_replay_share:
             return src, True
         req = texts.near_copy(rng, src, threshold=self.c.redo_jaccard)
-        return req, req.text == src.text
+        return req, texts.resend_kind(src.text, req.text, threshold=self.c.redo_jaccard) == "verbatim"
 
     # --- turns --------------------------------------------------------------------------------------------
     def _turn(self, acc: _Account, session_id: str, j: int, k: int, t_ns: int, mode: str, req: Request,
@@ -268,8 +300,9 @@ class Population:
         tp = TurnPlan(
             trace_id=trace_id(c.seed, *acc.key, j, k), user_id=acc.user_id, session_id=session_id, turn_index=k,
             segment=acc.segment, account_type=acc.account_type, request_source="typed", synthetic=False,
-            mode=mode, request=req, answer=answer, delivery=ex.kind, natural_delivery=ex.kind, ex=ex,
-            start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error, defect_user=acc.drng is not None,
+            mode=mode, request=req, natural_request=req, answer=answer, delivery=ex.kind, natural_delivery=ex.kind,
+            ex=ex, start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error,
+            defect_user=acc.drng is not None,
         )
         if ex.kind == "delivered" and disclosure:
             tp.answer = f"{answer}\n{texts.disclosure(req.lang, c.company_name_zh, c.company_name_en)}"
@@ -297,15 +330,18 @@ class Population:
         text = texts.PROBE_PROMPTS[j % len(texts.PROBE_PROMPTS)]
         ex = Exec(False, "delivered", _lognormal(acc.rng, 2.0, 0.3), False, False)
         key = (*acc.key, j)
+        req = Request(text, "zh" if "健康" in text else "en", None)
         return TurnPlan(
             trace_id=trace_id(c.seed, *key), user_id=acc.user_id, session_id=stable_id(c.seed, *key, prefix="s_"),
             turn_index=0, segment="synthetic", account_type="external", request_source="typed", synthetic=True,
-            mode="simple", request=Request(text, "zh" if "健康" in text else "en", None), answer="OK",
+            mode="simple", request=req, natural_request=req, answer="OK",
             delivery="delivered", natural_delivery="delivered", ex=ex, start_ns=t_ns,
             latency_ns=int(ex.latency_s * NS),
         )
 
 
+_REDRAWS = 8
+"""Re-draws of a fresh request that came out as a resend of the previous one (then it is labelled one)."""
 _SEGMENT_CODE = {"real": 0, "internal": 1, "test": 2, "suggestion": 3, "synthetic": 4}
 
 

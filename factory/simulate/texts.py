@@ -11,6 +11,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+# The replay definition's own measure (NFKC, case folding, whitespace runs), so what the simulator labels a
+# resend is exactly what the definition calls one.
+from evaluators.stats.text import bigram_jaccard, normalize_text
+
 Lang = str  # "zh" | "en"
 
 METRICS = (
@@ -161,15 +165,15 @@ def followup_request(rng: np.random.Generator, prev: Request, lang: Lang) -> Req
     return Request(templates[_pick(rng, len(templates))].format(**_slots(topic, lang)), lang, topic)
 
 
-def bigram_jaccard(a: str, b: str) -> float:
-    """Jaccard similarity of the two strings' sets of character bigrams (1.0 for equal strings)."""
+def resend_kind(previous: str, current: str, *, threshold: float) -> str | None:
+    """How `current` resends `previous` by the replay definition: `verbatim` when equal after normalisation
+    (NFKC, case folding, whitespace), `near` at bigram Jaccard >= `threshold`, else None (blank resends nothing)."""
+    a, b = normalize_text(previous), normalize_text(current)
+    if not a or not b:
+        return None
     if a == b:
-        return 1.0
-    x = {a[i:i + 2] for i in range(len(a) - 1)}
-    y = {b[i:i + 2] for i in range(len(b) - 1)}
-    if not x and not y:
-        return 0.0
-    return len(x & y) / len(x | y)
+        return "verbatim"
+    return "near" if bigram_jaccard(a, b) >= threshold else None
 
 
 def near_copy(rng: np.random.Generator, prev: Request, *, threshold: float) -> Request:
@@ -177,7 +181,7 @@ def near_copy(rng: np.random.Generator, prev: Request, *, threshold: float) -> R
     edits = NEAR_EDITS[prev.lang]
     pre, post = edits[_pick(rng, len(edits))]
     text = prev.text.rstrip("？?。.!！") + post if post else pre + prev.text
-    if text == prev.text or bigram_jaccard(text, prev.text) < threshold:
+    if resend_kind(prev.text, text, threshold=threshold) != "near":
         text = prev.text  # too short to edit and still be recognisably the same request
     return Request(text, prev.lang, prev.topic)
 

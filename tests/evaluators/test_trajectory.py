@@ -373,31 +373,18 @@ def _precision_recall(pred: set[str], true: set[str]) -> tuple[float, float]:
     return len(pred & true) / len(pred), len(pred & true) / len(true)
 
 
-def _generator_duplicate(prev: str, cur: str) -> bool:
-    """The simulator's follow-up generator re-drew the same slot (identical text), or the user's next message
-    is the previous one with one of the simulator's retry prefixes or suffixes added or removed."""
-    if prev == cur:
-        return True
-    for lang in texts.NEAR_EDITS.values():
-        for pre, post in lang:
-            for a, b in ((prev, cur), (cur, prev)):
-                if (pre and a == pre + b) or (post and a == b.rstrip("？?。.!！") + post):
-                    return True
-    return False
-
-
 @pytest.mark.slow
 def test_replay_rules_against_simulator_truth(simulated: Simulated,
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # The simulator labels a turn a replay exactly when its logged request resends the previous one of its
+    # session by the definition, so the rule and truth must agree (bar what ingest changes in the texts).
     convs, truth, summary = simulated
     assert len(convs) > 500
     pred_any: set[str] = set()
     pred_verbatim: set[str] = set()
-    pairs: dict[str, tuple[str, str]] = {}
     for c in convs:
-        for prev, cur, kind in tr.replays(c, PACK):
+        for _, cur, kind in tr.replays(c, PACK):
             pred_any.add(cur.id)
-            pairs[cur.id] = (prev.request or "", cur.request or "")
             if kind == "verbatim":
                 pred_verbatim.add(cur.id)
     ids = {t.id for c in convs for t in c.turns}
@@ -405,22 +392,14 @@ def test_replay_rules_against_simulator_truth(simulated: Simulated,
     true_verbatim = {i for i in ids if truth[i]["is_verbatim_replay"]}
     p_any, r_any = _precision_recall(pred_any, true_any)
     p_verb, r_verb = _precision_recall(pred_verbatim, true_verbatim)
-    false_pos = pred_any - true_any
-    duplicates = {i for i in false_pos if _generator_duplicate(*pairs[i])}
-    lookalikes = false_pos - duplicates
     with capsys.disabled():
         print(f"\nreplay rule vs simulator truth: any replay precision {p_any:.3f} recall {r_any:.3f} "
-              f"(n={len(true_any)}); verbatim precision {p_verb:.3f} recall {r_verb:.3f} (n={len(true_verbatim)}); "
-              f"unlabelled: {len(duplicates)} generator duplicates, {len(lookalikes)} different requests over the "
-              "Jaccard threshold")
-    assert len(true_any) > 100
-    assert r_any >= 0.97 and r_verb >= 0.97
-    assert p_any >= 0.75 and p_verb >= 0.7
-    # Most disagreements are resends by the definition that the simulator did not intend as one (a follow-up
-    # template re-drawn with the same slot, a retry phrase dropped again): counting those, precision is high.
-    # Different requests over the threshold (same template, other slots) are the definition's own error.
-    assert all(truth[i]["replay_of"] is None for i in false_pos)
-    assert (len(pred_any) - len(lookalikes)) / len(pred_any) >= 0.95
+              f"(n={len(true_any)}, {len(pred_any - true_any)} unlabelled, {len(true_any - pred_any)} missed); "
+              f"verbatim precision {p_verb:.3f} recall {r_verb:.3f} (n={len(true_verbatim)})")
+    assert len(true_any) > 100 and len(true_verbatim) > 50
+    assert p_any >= 0.95 and r_any >= 0.95
+    assert p_verb >= 0.95 and r_verb >= 0.95
+    assert all(truth[i]["replay_of"] is not None for i in true_any)
 
 
 @pytest.mark.slow
@@ -438,9 +417,9 @@ def test_rules_only_run_on_simulated_traffic(simulated: Simulated,
               f"n={fail_r.n}), truth {fail_t['rate']:.3f}; after success {ok_r.value:.3f} ({ok_r.low:.3f}-"
               f"{ok_r.high:.3f}, n={ok_r.n}), truth {ok_t['rate']:.3f}")
     assert (fail_r.n, ok_r.n) == (fail_t["n"], ok_t["n"])
+    # Truth's rates are what a correct estimator should find: the rule's 95% intervals must cover them.
     assert fail_r.low <= fail_t["rate"] <= fail_r.high
-    # After success the follow-up generator's accidental identical requests (see above) add to the rate.
-    assert ok_t["rate"] <= ok_r.value <= ok_t["rate"] + 0.04
+    assert ok_r.low <= ok_t["rate"] <= ok_r.high
     assert fail_r.value > ok_r.value + 0.15
 
     # The simulator plants no frustration, abandonment phrase or context repair: the lexicons stay silent.

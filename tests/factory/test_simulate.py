@@ -25,7 +25,9 @@ from factory.simulate import (
     load_config,
     simulate,
 )
-from factory.simulate.texts import INJECTIONS, new_request, near_copy
+from evaluators.stats import bigram_jaccard as definition_jaccard
+from evaluators.stats import normalize_text
+from factory.simulate.texts import INJECTIONS, followup_request, new_request, near_copy, resend_kind
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -152,6 +154,57 @@ def test_truth_summary_agrees_with_truth_lines(full: tuple[Path, SimSummary],
             assert r["replay_of"] in by_id and by_id[r["replay_of"]]["session_id"] == r["session_id"]
         if r["is_redo_of"] is not None:
             assert r["redo_jaccard"] >= 0.6 and r["session_first"]
+
+
+def _logged_requests(out: Path) -> dict[str, str]:
+    """Each trace's request text as the traces log it (the root span's `input.value`)."""
+    texts = {}
+    for line in (out / TRACES).read_text(encoding="utf-8").splitlines():
+        spans = json.loads(line)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        root = next(sp for sp in spans if "parentSpanId" not in sp)
+        texts[root["traceId"]] = attrs(root)["input.value"]
+    return texts
+
+
+def _replay_label_check(out: Path) -> tuple[int, int, list[tuple[str, str, bool, bool]]]:
+    """(pairs, replays, disagreements): every turn's replay labels against the definition applied to the logged
+    texts of it and the previous turn of its session (verbatim: equal once normalised; replay: verbatim or
+    bigram Jaccard >= 0.6), written here from the statistics primitives rather than the simulator's helper."""
+    truth = read_jsonl(out / TRUTH)
+    logged = _logged_requests(out)
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    for r in truth:
+        sessions.setdefault(r["session_id"], []).append(r)
+    pairs = replays = 0
+    wrong = []
+    for turns in sessions.values():
+        turns.sort(key=lambda r: r["turn_index"])
+        assert not turns[0]["is_replay"] and turns[0]["replay_of"] is None
+        for a, b in zip(turns, turns[1:]):
+            x, y = logged[a["trace_id"]], logged[b["trace_id"]]
+            verbatim = normalize_text(x) == normalize_text(y)
+            replay = verbatim or definition_jaccard(x, y) >= 0.6
+            pairs += 1
+            replays += b["is_replay"]
+            if (b["is_replay"], b["is_verbatim_replay"]) != (replay, verbatim) or \
+                    b["replay_of"] != (a["trace_id"] if replay else None):
+                wrong.append((x, y, b["is_replay"], b["is_verbatim_replay"]))
+    return pairs, replays, wrong
+
+
+def test_replay_labels_are_the_definition_applied_to_the_logged_requests(full: tuple[Path, SimSummary]) -> None:
+    pairs, replays, wrong = _replay_label_check(full[0])
+    assert pairs > 4000 and replays > 400
+    assert wrong == []
+
+
+def test_fresh_requests_do_not_come_out_as_resends(tmp_path: Path) -> None:
+    # With no replay intended, every labelled replay would be the generator repeating itself: a follow-up
+    # template without a slot (or with the same slot) drawn twice, a short prompt typed twice. Re-drawing
+    # removes them (at 300 users, seed 11, there were 35 before).
+    simulate(SimConfig(users=300, seed=11, replay_after_failure_rate=0.0, replay_after_success_rate=0.0), tmp_path)
+    pairs, replays, wrong = _replay_label_check(tmp_path)
+    assert pairs > 1000 and replays == 0 and wrong == []
 
 
 # --- OTLP well-formedness and agreement with truth --------------------------------------------------------
@@ -394,6 +447,13 @@ def test_planted_defects_only_rewrite_the_logs(planted: tuple[Path, Path]) -> No
     assert summary["defect_users"] == sum(users.values())
 
 
+def test_planted_runs_label_replays_by_the_definition_too(planted: tuple[Path, Path]) -> None:
+    # A planted resend changes what the next message is compared with; the labels follow the logged text.
+    for out in planted:
+        pairs, replays, wrong = _replay_label_check(out)
+        assert pairs > 300 and replays > 30 and wrong == []
+
+
 def test_planted_items_are_visible_in_the_traces(planted: tuple[Path, Path]) -> None:
     base, bad = planted
     truth = {r["trace_id"]: r for r in read_jsonl(bad / TRUTH)}
@@ -454,8 +514,34 @@ def test_near_copies_stay_recognisable_and_unrelated_requests_do_not() -> None:
     pairs = [(new_request(rng, lang, short=False), new_request(rng, lang, short=False))
              for lang in ("zh", "en") for _ in range(300)]
     assert all(bigram_jaccard(near_copy(rng, a, threshold=0.6).text, a.text) >= 0.6 for a, _ in pairs)
+    assert all(resend_kind(a.text, near_copy(rng, a, threshold=0.6).text, threshold=0.6) for a, _ in pairs)
     accidental = sum(bigram_jaccard(a.text, b.text) >= 0.6 for a, b in pairs)
     assert accidental / len(pairs) < 0.02
+
+
+def test_resend_kind_is_the_replay_definition() -> None:
+    assert resend_kind("Forecast GMV for Q3", "forecast  gmv for q3 ", threshold=0.6) == "verbatim"
+    assert resend_kind("预测ＧＭＶ", "预测GMV", threshold=0.6) == "verbatim"
+    assert resend_kind("？", "?", threshold=0.6) == "verbatim"
+    assert resend_kind("sales by region for march", "sales by region for may", threshold=0.6) == "near"
+    assert resend_kind("sales by region for march", "sales by region for may", threshold=0.95) is None
+    assert resend_kind("", "", threshold=0.6) is None and resend_kind("hi", " ", threshold=0.6) is None
+    assert resend_kind("再试一次：这个结论能画成图吗？", "这个结论能画成图吗？", threshold=0.6) == "near"
+
+
+def test_follow_ups_of_follow_ups_repeat_themselves_without_redraws() -> None:
+    # The raw generator: slot-less follow-up templates make identical consecutive follow-ups common, which is
+    # why the simulator re-draws fresh requests that come out as a resend.
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    prev = new_request(rng, "zh", short=False)
+    repeats = 0
+    for _ in range(400):
+        nxt = followup_request(rng, prev, "zh")
+        repeats += resend_kind(prev.text, nxt.text, threshold=0.6) is not None
+        prev = nxt
+    assert repeats > 20
 
 
 # --- memory -------------------------------------------------------------------------------------------------
