@@ -129,8 +129,7 @@ def ingest(
         _emit_json(report.model_dump(mode="json"))
     else:
         for e in report.errors[:MAX_ERROR_LINES]:
-            where = f"{e.location}: {e.field}" if e.field else e.location
-            err.print(f"{e.source}: {where}: {e.message}", soft_wrap=True, markup=False)
+            err.print(e.line(), soft_wrap=True, markup=False)
         more = len(report.errors) - MAX_ERROR_LINES + report.errors_not_shown
         if more > 0:
             err.print(f"... and {more} more quarantined records (see --json, or the store's quarantine table)")

@@ -34,21 +34,6 @@ MAX_REPORTED_ERRORS = 1000
 """Errors kept in the report per run; the store keeps every quarantined record."""
 
 
-class IngestError(BaseModel):
-    """One quarantined record, as reported to the user."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    source: str
-    """The input file."""
-    location: str
-    """Which record in it."""
-    field: str | None = None
-    """The offending field, when one can be named."""
-    message: str
-    """What is wrong."""
-
-
 class FileReport(BaseModel):
     """What ingest did with one file."""
 
@@ -81,7 +66,7 @@ class IngestReport(BaseModel):
     """Records rejected with a reason."""
     files: list[FileReport]
     """Per-file outcome."""
-    errors: list[IngestError]
+    errors: list[Quarantine]
     """The quarantined records (at most `MAX_REPORTED_ERRORS`; all are in the store)."""
     errors_not_shown: int = Field(default=0, ge=0)
     """How many errors were left out of `errors`."""
@@ -277,7 +262,7 @@ def ingest_paths(
 ) -> IngestReport:
     """Ingest every file (directories expanded); the totals and the quarantined records."""
     files: list[FileReport] = []
-    errors: list[IngestError] = []
+    errors: list[Quarantine] = []
     hidden = 0
     for path in expand_paths(paths):
         if on_file is not None:
@@ -286,7 +271,7 @@ def ingest_paths(
         files.append(report)
         for q in quarantined:
             if len(errors) < MAX_REPORTED_ERRORS:
-                errors.append(IngestError(source=q.source, location=q.location, field=q.field, message=q.message))
+                errors.append(q)
             else:
                 hidden += 1
         hidden += max(report.quarantined - len(quarantined), 0)
@@ -296,5 +281,5 @@ def ingest_paths(
     )
 
 
-__all__ = ["FileReport", "IngestError", "IngestReport", "dumps", "expand_paths", "file_digest", "ingest_file",
+__all__ = ["FileReport", "IngestReport", "dumps", "expand_paths", "file_digest", "ingest_file",
            "ingest_paths"]
