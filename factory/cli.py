@@ -27,7 +27,7 @@ MAX_ERROR_LINES = 50
 
 app = typer.Typer(
     name="agent-factory",
-    help="Closed-loop evaluation of LLM agents: simulate or ingest traces, then inspect the store.",
+    help="Closed-loop evaluation of LLM agents: ingest (or simulate) traces, build evaluator suites, run them.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -141,6 +141,41 @@ def ingest(
         )
     if report.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
+
+
+@app.command()
+def build(
+    spec: Annotated[Path, typer.Option("--spec", help="The agent's system prompt (role spec), markdown or text.")],
+    pack: Annotated[str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")] = "default",
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compile a role spec into a reviewable evaluator suite: clauses, data definitions, schemas, manifest."""
+    from factory.compile import build_suite
+
+    if not spec.exists():
+        raise _fail(AgentFactoryError(f"{spec}: no such spec file"))
+    target = out_dir if out_dir is not None else Path("suites") / spec.stem
+    try:
+        report = build_suite(spec, pack=pack, out=target)
+    except AgentFactoryError as e:
+        raise _fail(e) from e
+    if as_json:
+        _emit_json(report.model_dump(mode="json"))
+        return
+    data = report.model_dump(mode="json")
+    table = Table(title=f"{len(data['clauses'])} clauses from {spec}", title_justify="left")
+    for col in ("id", "line", "trigger", "obligation"):
+        table.add_column(col, overflow="fold")
+    for c in data["clauses"]:
+        table.add_row(str(c["id"]), str(c["source_line"]), str(c["trigger"]), str(c["obligation"]))
+    out.print(table)
+    if data["uncompiled"]:
+        err.print(f"could not compile {len(data['uncompiled'])} sentence(s):")
+        for u in data["uncompiled"]:
+            err.print(f"  {spec}:{u.get('line', u.get('source_line', '?'))}: {u.get('reason', '')}: "
+                      f"{u.get('sentence', u.get('text', ''))}", markup=False, soft_wrap=True)
+    out.print(f"suite written to {target} ({data.get('files', '?')} files); review it, then run with --suite {target}")
 
 
 @app.command()

@@ -153,24 +153,13 @@ class _FileWriter:
         self.staged.flush()
         if not self.staged_count:
             return
-        # Number the rows once in (trace, arrival) order, then read them back in pages by that number.
-        self.con.execute(
-            "CREATE OR REPLACE TABLE staged_sorted AS SELECT row_number() OVER (ORDER BY trace_id, seq) AS rn, *"
-            " FROM staged_spans WHERE source_id = ? ORDER BY rn", [self.source_id]
-        )
-        names: list[str] | None = None
+        # Staged rows are committed, so a cursor of its own (another connection) can stream them in trace order
+        # while this connection writes the turns; DuckDB's sort spills to disk, Python holds one page.
+        cur = self.con.cursor()
+        cur.execute("SELECT * FROM staged_spans WHERE source_id = ? ORDER BY trace_id, seq", [self.source_id])
+        names = [d[0] for d in cur.description]
         current: list[Span] = []
-        page, start = 5000, 1
-        while True:
-            res = self.con.execute(
-                "SELECT * EXCLUDE (rn) FROM staged_sorted WHERE rn >= ? AND rn < ? ORDER BY rn",
-                [start, start + page],
-            )
-            names = names or [d[0] for d in res.description]
-            rows = res.fetchall()
-            if not rows:
-                break
-            start += page
+        while rows := cur.fetchmany(5000):
             for r in rows:
                 span = span_from_row(dict(zip(names, r, strict=True)))
                 if current and current[0].trace_id != span.trace_id:
@@ -179,7 +168,7 @@ class _FileWriter:
                 current.append(span)
         if current:
             self._flush_trace(current)
-        self.con.execute("DROP TABLE staged_sorted")
+        cur.close()
 
     def _flush_trace(self, spans: list[Span]) -> None:
         kept, bad = check_trace(spans, source=self.path)

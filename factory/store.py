@@ -312,7 +312,6 @@ class Store:
             raise
         finally:
             self.con.execute("DELETE FROM staged_spans WHERE source_id = ?", [source_id])
-            self.con.execute("DROP TABLE IF EXISTS staged_sorted")
 
     def _drop_source_rows(self, source_id: str) -> None:
         if self.has_source(source_id):
@@ -328,7 +327,6 @@ class Store:
                 f"DELETE FROM {table} WHERE source_id IS NOT NULL AND source_id NOT IN (SELECT source_id FROM sources)"
             ).fetchone()
             removed += int(n[0]) if n else 0
-        self.con.execute("DROP TABLE IF EXISTS staged_sorted")
         return removed
 
     def record_source(
