@@ -177,7 +177,7 @@ def sentences(text: str) -> list[Sentence]:
         if m and not _NOT_LABEL.search(m.group(1)) and len(m.group(1).split()) <= 5:
             label, body_start = m.group(1).strip(), m.end()
         for start, end in _split(block.text):
-            start = max(start, body_start) if start < body_start else start
+            start = max(start, body_start)
             sentence = block.text[start:end].strip()
             if not sentence:
                 continue
@@ -189,11 +189,16 @@ def sentences(text: str) -> list[Sentence]:
 
 
 def code_identifiers(text: str) -> list[tuple[str, str]]:
-    """(identifier, its whole line) for every backticked identifier of the spec, in order."""
+    """(identifier, its line and the heading above it) for every backticked identifier of the spec, in order."""
     out: list[tuple[str, str]] = []
+    heading = ""
     for line in text.splitlines():
+        m = _HEADING.match(line)
+        if m:
+            heading = m.group(2)
+            continue
         for m in _CODE.finditer(line):
             inner = m.group(1).strip()
             if _IDENT.match(inner):
-                out.append((inner, line))
+                out.append((inner, f"{heading}\n{line}"))
     return out

@@ -1,0 +1,21 @@
+"""The spec compiler: a role spec (system prompt) -> clauses -> a reviewable evaluator suite on disk.
+
+    spec = compile_spec(Path("specs/airline_en.md").read_text(), source="airline_en.md")
+    report = build_suite(Path("specs/airline_en.md"), pack="default", out=Path("suite"))
+"""
+
+from factory.compile.compiler import compile_spec
+from factory.compile.model import (
+    COMPILER_VERSION,
+    BuildReport,
+    ClauseSummary,
+    CompiledClause,
+    CompiledSpec,
+    Uncompiled,
+)
+from factory.compile.suite_writer import build_suite
+
+__all__ = [
+    "COMPILER_VERSION", "BuildReport", "ClauseSummary", "CompiledClause", "CompiledSpec", "Uncompiled",
+    "build_suite", "compile_spec",
+]

@@ -1,0 +1,247 @@
+"""Trigger detectors: from a clause's condition text to a rule-checkable `ClauseCondition`.
+
+What a rule can see in a unit is tool calls (by name), text (request, answer, span input / output) and
+attributes. So the compiler looks in the trigger text, in this order, for: tool names the spec spells out;
+"actions that change the database" (every write tool of the catalogue); "a tool call" (any tool); a handoff
+to a human; actions named by verb and object that match catalogue tools (`modifying flights` ->
+`update_reservation_flights`); a file upload (upload attributes); the operating company (the pack's
+disclosure lexicon); quoted phrases (a regex); "replying to the user" (a non-empty answer). A clause whose
+trigger names none of these falls back to its block label or section heading ("## Cancel flight" ->
+`cancel_reservation`), and finally to `always`: the unit is in scope whenever it holds any text, and for a
+conditional clause the condition is left to the model question.
+
+The tool catalogue is the tools the spec names in backticks on lines that speak of tools, plus the tools the
+base pack's clauses name, plus any the caller gives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from evaluators.provenance.normalize import normalize
+from factory.compile.parse import Sentence
+from knowledge_packs.model import ClauseCondition, ConditionField
+
+DetectorHow = Literal["tool", "any_tool", "regex", "lexicon", "attribute", "answer", "context", "always"]
+"""How a trigger is detected: named tools, any tool call, a regex, a pack lexicon, an attribute, any answer,
+the tools of the clause's section, or always."""
+
+WRITE_VERBS = frozenset({
+    "book", "update", "cancel", "send", "create", "delete", "remove", "add", "modify", "change", "edit", "insert",
+    "write", "set", "issue", "refund", "pay", "purchase", "exchange", "upgrade", "submit", "grant", "approve",
+    "reset", "assign", "register", "upload", "post", "put", "patch", "transfer_funds",
+})
+"""First words of tool names that change state (a database-changing action)."""
+_FAMILIES: dict[str, tuple[str, ...]] = {
+    "update": ("updat", "modif", "chang", "edit", "upgrad", "amend", "alter"),
+    "book": ("book",),
+    "cancel": ("cancel",),
+    "send": ("send", "sent", "issu", "offer", "grant"),
+    "transfer": ("transfer", "escalat", "handoff", "hand off", "hand over"),
+    "delete": ("delet", "remov"),
+    "remove": ("remov", "delet"),
+    "create": ("creat",),
+}
+for _alias in ("modify", "change", "edit"):
+    _FAMILIES[_alias] = _FAMILIES["update"]
+_WEAK_VERBS = frozenset({"get", "list", "search", "find", "check", "calculate", "think", "make", "do", "use", "read",
+                         "fetch", "look", "query", "show", "describe"})
+_GENERIC = frozenset({"reservation", "reservations", "details", "detail", "user", "users", "all", "to", "agent",
+                      "agents", "info", "information", "data", "record", "records", "by", "id", "the", "a", "of",
+                      "for", "and", "item", "items"})
+
+UPLOAD_KEYS: tuple[str, ...] = ("file.id", "file.name", "upload.id", "upload.file_id", "attachment.id", "attachments",
+                                "input.files", "request_non_text_parts")
+"""Attribute keys sources use to record an uploaded file on a turn or span."""
+ANY_TEXT = r"\S"
+"""The `always` detector: any non-blank text in the unit's request or answer."""
+HANDOFF_REGEX = (r"\btransfer\w*\b[^.\n]{0,60}\b(?:human|live)\s+(?:agent|representative|person|staff)"
+                 r"|转(?:接)?人工|人工客服")
+"""A handoff to a human in the agent's reply or a tool's result."""
+
+CONCEPTS: dict[str, re.Pattern[str]] = {
+    "database": re.compile(
+        r"\b(?:updat|chang|modif|writ|alter)\w*\s+(?:\w+\s+){0,3}databases?\b|\bdatabase[- ](?:changing|modifying|"
+        r"writing)|\bwrite\s+(?:actions?|operations?|tools?)|\bstate[- ]changing|(?:修改|更改|变更|写入|更新)\S{0,6}数据库"
+        r"|写操作", re.I),
+    "tool_call": re.compile(
+        r"\b(?:make|making|makes|made|send|sending)\s+(?:a\s+|one\s+|any\s+|more\s+than\s+one\s+)?tool\s+calls?\b"
+        r"|\btool\s+calls?\b|\bcall(?:ing|s)?\s+(?:a|any|more\s+than\s+one)\s+tools?\b|调用(?:任何|一个|多个)?工具"
+        r"|工具调用", re.I),
+    "api": re.compile(r"\b(?:call\w*|us(?:e|es|ing))\s+(?:the|an|any)\s+(?:api|apis|function|functions)\b", re.I),
+    "handoff": re.compile(r"\btransfer\w*\b.{0,40}\bhuman|\bhand\s*(?:off|over)\b.{0,40}\bhuman|\bescalat\w*|"
+                          r"转(?:接)?人工|转给人工|人工客服", re.I),
+    "reply": re.compile(r"\b(?:respond|reply|replies|answer|message|talk|writ)\w*\s+(?:back\s+)?to\s+the\s+"
+                        r"(?:user|customer)|\brespond\w*\b|\breply\b|回复用户|回答用户|答复用户|回复|回答", re.I),
+    "upload": re.compile(r"\bupload\w*|\battach\w*|上传|附件", re.I),
+    "company": re.compile(r"\b(?:operating|parent)\s+company|\bcompany\s+(?:name|that\s+(?:operates|runs|provides))"
+                          r"|\bwho\s+(?:operates|provides|runs|built|made)\s+(?:you|the\s+service)|运营公司|运营方"
+                          r"|服务提供方|公司名称", re.I),
+    "clarify": re.compile(r"\bclarif\w*|\bask\s+(?:the\s+(?:user|customer)\s+)?(?:which|what)\b|澄清|追问", re.I),
+    "mention": re.compile(r"\b(?:mention|reveal|disclos|nam(?:e|es|ing)\b|expos|say|tell|show|print|leak|includ|"
+                          r"output|display)\w*|提及|提到|透露|泄露|说出|显示|暴露|出现|包含|告诉", re.I),
+    "user_side": re.compile(r"\b(?:user|customer)s?\s+(?:\w+\s+){0,2}(?:asks?|says?|writes?|types?|mentions?|"
+                            r"requests?|complains?|sends?|provides?)\b|用户(?:主动)?(?:询问|提到|说|要求|输入|提问|问)",
+                            re.I),
+    "state": re.compile(r"\bstatus\b|\bis\s+(?:\w+\s+)?(?:\"|“)|状态", re.I),
+}
+"""Key terms the detectors and checks recognise, en and zh."""
+_QUOTED = re.compile(r'"([^"\n]{1,80})"|“([^”\n]{1,80})”|「([^」\n]{1,80})」|『([^』\n]{1,80})』')
+_SNAKE = re.compile(r"\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+_TOOL_LINE = re.compile(r"\btools?\b|\bcall|\bapi\b|\bfunctions?\b|工具|调用|接口", re.I)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the detectors may name: the tool catalogue and the pack's lexicon categories that have patterns."""
+
+    tools: tuple[str, ...] = ()
+    """Tool names, in first-seen order."""
+    lexicons: frozenset[str] = field(default_factory=frozenset)
+    """Lexicon categories of the base pack with at least one pattern (a condition may match them)."""
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A condition found in a text, how, and a note for reviewers."""
+
+    condition: ClauseCondition
+    how: DetectorHow
+    note: str
+
+
+def catalogue(spec_identifiers: Iterable[tuple[str, str]], extra: Iterable[str]) -> tuple[str, ...]:
+    """Tool names: backticked snake_case identifiers on lines (or under headings) that speak of tools, then
+    `extra`, deduplicated."""
+    names = [ident for ident, where in spec_identifiers if "." not in ident and _TOOL_LINE.search(where)]
+    return tuple(dict.fromkeys([*names, *extra]))
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and not word.endswith("ss") and len(word) > 3 else word
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z]+", text.lower())
+
+
+def _has(words: list[str], joined: str, stem: str) -> bool:
+    return stem in joined if " " in stem else any(w.startswith(stem) for w in words)
+
+
+def tools_by_terms(text: str, vocab: Vocabulary, *, verbs_only: bool = False) -> tuple[str, ...]:
+    """Catalogue tools whose verb (and, unless `verbs_only`, every specific object word) the text names."""
+    words = _words(text)
+    joined = " ".join(words)
+    out = []
+    for tool in vocab.tools:
+        toks = tool.lower().split("_")
+        verb, objects = toks[0], [_singular(t) for t in toks[1:] if t not in _GENERIC]
+        if verb in _WEAK_VERBS or not any(_has(words, joined, s) for s in _FAMILIES.get(verb, (verb,))):
+            continue
+        if verbs_only or all(_has(words, joined, o) for o in objects):
+            out.append(tool)
+    return tuple(out)
+
+
+def named_tools(text: str, sentence: Sentence, vocab: Vocabulary) -> tuple[str, ...]:
+    """Tools the text spells out: catalogue names, or identifiers the spec wrote in backticks."""
+    found = [n for n in _SNAKE.findall(text) if n in vocab.tools or n in sentence.code_terms]
+    return tuple(dict.fromkeys(found))
+
+
+def write_tools(vocab: Vocabulary) -> tuple[str, ...]:
+    """Catalogue tools that change state."""
+    return tuple(t for t in vocab.tools if t.split("_")[0].lower() in WRITE_VERBS)
+
+
+def quoted(text: str) -> list[str]:
+    """Phrases the text quotes ("...", “...”, 「...」, 『...』)."""
+    return [next(g for g in m.groups() if g) for m in _QUOTED.finditer(text)]
+
+
+def phrase_regex(phrases: Iterable[str]) -> str | None:
+    """One case-insensitive regex alternating the phrases, as pack patterns match them (normalized text)."""
+    parts = []
+    for p in phrases:
+        norm = normalize(p.strip()).text
+        if not norm:
+            continue
+        body = r"\s+".join(re.escape(w) for w in norm.split())
+        if re.match(r"\w", norm[0], re.ASCII):
+            body = r"\b" + body
+        if re.match(r"\w", norm[-1], re.ASCII):
+            body += r"\b"
+        parts.append(body)
+    parts = list(dict.fromkeys(parts))
+    return "|".join(parts) if parts else None
+
+
+def _fields(text: str) -> tuple[ConditionField, ...]:
+    if CONCEPTS["user_side"].search(text):
+        return ("request",)
+    if CONCEPTS["state"].search(text):
+        return ("answer", "spans.output")
+    return ("answer",)
+
+
+def tool_condition(tools: Iterable[str]) -> ClauseCondition:
+    return ClauseCondition(tool_names=tuple(tools))
+
+
+def always() -> Detection:
+    return Detection(ClauseCondition(regex=ANY_TEXT, fields=("request", "answer")), "always",
+                     "always: every unit with a request or an answer")
+
+
+def find_condition(text: str, sentence: Sentence, vocab: Vocabulary) -> Detection | None:
+    """A rule-checkable condition for what `text` describes, or None (see the module docstring for the order)."""
+    if not text.strip():
+        return None
+    names = named_tools(text, sentence, vocab)
+    if names and not CONCEPTS["mention"].search(text):
+        return Detection(tool_condition(names), "tool", f"a call to {', '.join(names)}")
+    if names:
+        rx = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
+        return Detection(ClauseCondition(regex=rx, fields=("answer",)), "regex", f"the answer names {', '.join(names)}")
+    if CONCEPTS["database"].search(text) and write_tools(vocab):
+        tools = write_tools(vocab)
+        return Detection(tool_condition(tools), "tool", f"a database-changing call ({', '.join(tools)})")
+    if CONCEPTS["tool_call"].search(text):
+        return Detection(tool_condition(("*",)), "any_tool", "any tool call")
+    if CONCEPTS["handoff"].search(text):
+        tools = tuple(t for t in vocab.tools if t.split("_")[0] == "transfer")
+        cond = ClauseCondition(tool_names=tools, regex=HANDOFF_REGEX, fields=("answer", "spans.output"))
+        return Detection(cond, "tool" if tools else "regex",
+                         "a handoff to a human" + (f" ({', '.join(tools)} or the reply says so)" if tools else ""))
+    terms = tools_by_terms(text, vocab)
+    if terms:
+        return Detection(tool_condition(terms), "tool", f"a call to {', '.join(terms)} (named by its action)")
+    if CONCEPTS["upload"].search(text):
+        return Detection(ClauseCondition(attribute_present=UPLOAD_KEYS), "attribute", "an uploaded file")
+    phrases = quoted(text)
+    lexicon = "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    rx = phrase_regex(phrases)
+    if rx or lexicon:
+        fields = _fields(text)
+        what = " / ".join([*(f"'{p}'" for p in phrases), *([f"the {lexicon} lexicon"] if lexicon else [])])
+        return Detection(ClauseCondition(regex=rx, lexicon=lexicon, fields=fields), "lexicon" if lexicon else "regex",
+                         f"{what} in the {' or '.join(fields)}")
+    if CONCEPTS["reply"].search(text):
+        return Detection(ClauseCondition(regex=ANY_TEXT, fields=("answer",)), "answer", "the agent replied")
+    if CONCEPTS["api"].search(text):
+        return Detection(tool_condition(("*",)), "any_tool", "any tool call")
+    return None
+
+
+def context_tools(sentence: Sentence, vocab: Vocabulary) -> Detection | None:
+    """The tools of the sentence's label or section heading (`Cancel flight` -> the cancel tools), if any."""
+    for where, text in (("label", sentence.label), ("section", sentence.section)):
+        tools = tools_by_terms(text, vocab) or tools_by_terms(text, vocab, verbs_only=True)
+        if text and tools:
+            return Detection(tool_condition(tools), "context",
+                             f"a call to {', '.join(tools)} (the {where} '{text}')")
+    return None

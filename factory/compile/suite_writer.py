@@ -1,0 +1,244 @@
+"""`build_suite`: a spec -> a suite directory a person can review, approve and run.
+
+    DIR/suite.yaml            pack: pack.yaml, components: the seven
+    DIR/pack.yaml             a pack extending the base pack, holding the compiled clauses (a comment gives
+                              each clause's spec line, kept out of the clause so moving a line recomputes nothing)
+    DIR/evaluators/<c>.yaml   per component: rho (data definitions with their projection pi), sigma (the
+                              JSON schema model tiers answer in), the rules and analyses by registered name, v
+    DIR/templates/*.j2        the prompt templates the model tiers render
+    DIR/invariants.yaml       proposed invariants (must-not / never clauses) for a person to confirm
+    DIR/uncompiled.yaml       normative sentences the compiler could not compile, with line and reason
+    DIR/manifest.json         spec sha256, pack digest, per-file sha256, evaluator versions, compiler version
+
+The bytes depend only on the spec, the base pack, the options and the registered components: building the
+same spec twice gives identical files, wherever the directory is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from adapters.exceptions import SpecError
+from adapters.model import stable_id
+from evaluators.collect.prompt import TEMPLATES, template_digest
+from evaluators.collect.schema import build_sigma, json_schema
+from evaluators.core import COMPONENTS, DataDefinition, get_component
+from factory.compile.compiler import compile_spec
+from factory.compile.model import COMPILER_VERSION, BuildReport, ClauseSummary, CompiledSpec
+from factory.suite import SUITE_FILE
+from knowledge_packs import KnowledgePack, load_pack
+from knowledge_packs.loader import resolve_pack
+from knowledge_packs.model import ClauseLayer
+
+PACK_FILE = "pack.yaml"
+MANIFEST = "manifest.json"
+_LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
+
+
+def _yaml(data: Any) -> str:
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=110, default_flow_style=False)
+
+
+def _header(*lines: str) -> str:
+    return "".join(f"# {line}\n" if line else "#\n" for line in lines)
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _pack_name(stem: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("_.-")
+    return name if name and name[0].isalnum() else f"spec_{name}" if name else "spec"
+
+
+def _extends(pack: str | Path, out: Path) -> str:
+    """How pack.yaml names its base: a registry name as is, a file relative to the suite directory."""
+    if isinstance(pack, str) and ("/" not in pack and os.sep not in pack and not pack.endswith((".yaml", ".yml"))):
+        return pack
+    path = resolve_pack(Path(pack)).resolve()
+    return Path(os.path.relpath(path, out.resolve())).as_posix()
+
+
+def base_tools(pack: KnowledgePack) -> tuple[str, ...]:
+    """Tool names the pack's clauses name (the catalogue a spec's detectors may use)."""
+    names = [n for c in pack.clauses for part in (c.trigger, c.obligation) for n in part.tool_names if n != "*"]
+    return tuple(dict.fromkeys(names))
+
+
+def base_lexicons(pack: KnowledgePack) -> tuple[str, ...]:
+    """Lexicon categories with at least one pattern in some language."""
+    return tuple(c for c in _LEXICONS if any(getattr(lex, c) for lex in pack.lexicons.values()))
+
+
+def _pack_text(spec: CompiledSpec, *, name: str, extends: str) -> str:
+    clauses = [c.clause.model_dump(mode="json") for c in spec.clauses]
+    head = {
+        "name": name,
+        # From the clauses, not the spec text: an edit that changes no clause leaves the pack's digest alone.
+        "version": f"{COMPILER_VERSION}+{_sha(json.dumps(clauses, sort_keys=True).encode())[:12]}",
+        "extends": extends,
+        "description": f"Clauses compiled from {spec.source} by the deterministic spec compiler.",
+    }
+    out = [_header(
+        f"Knowledge pack compiled from {spec.source} (sha256 {spec.sha256[:16]}), compiler {COMPILER_VERSION}.",
+        f"It extends `{extends}`; its clauses are the spec's rules as r = (trigger, obligation). Review each one:",
+        "the trigger must be decided by rules; an obligation without a rule is asked of the model tiers.",
+    ), _yaml(head)]
+    if not spec.clauses:
+        out.append("clauses: []\n")
+        return "".join(out)
+    out.append("clauses:\n")
+    for c in spec.clauses:
+        data = c.clause.model_dump(mode="json", exclude_defaults=True)
+        data["layer"] = c.clause.layer
+        data["kind"] = c.clause.kind
+        order = ("id", "text", "source", "kind", "layer", "invariant", "trigger", "obligation", "description")
+        data = {k: data[k] for k in order if k in data} | {k: v for k, v in data.items() if k not in order}
+        out.append(f"  # line {c.source_line}: {c.kind} ({c.polarity}); trigger {c.detector.how}; "
+                   f"obligation {c.check.how}{' ' + c.check.rule if c.check.rule else ''}\n")
+        out.append("".join(f"  {line}\n" for line in _yaml([data]).splitlines()))
+    return "".join(out)
+
+
+def _definitions(component: str, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
+    spec = get_component(component)
+    make = spec.extra.get("definitions_for")
+    return tuple(make(pack)) if callable(make) else spec.definitions
+
+
+def _evaluator(component: str, pack: KnowledgePack, base_digest: str) -> tuple[str, str]:
+    """(version v, YAML text) of one component's evaluator file."""
+    spec = get_component(component)
+    defs = _definitions(component, pack)
+    modelled = [d for d in defs if any(t != "rule" for t in d.tiers)]
+    sigma = json_schema(build_sigma(modelled)) if modelled else None
+    rules = sorted({n for d in defs for n in (d.rule, d.applies_when) if n})
+    templates = {
+        kind: {"file": f"templates/{kind}.j2", "digest": template_digest(kind)}  # type: ignore[arg-type]
+        for kind in ("checklist", "jury")
+    } if modelled else {}
+    analyses = [{"name": a.name, "version": a.version} for a in spec.analyses]
+    parts = {
+        "component": component, "knowledge": base_digest, "definitions": [d.digest() for d in defs],
+        "analyses": analyses, "sigma": sigma, "templates": templates,
+    }
+    version = "v" + _sha(json.dumps(parts, sort_keys=True, ensure_ascii=False).encode())[:16]
+    body = {
+        "component": component,
+        "version": version,
+        "description": spec.description,
+        "knowledge_pack": {"file": PACK_FILE, "digest_without_clauses": base_digest},
+        "analyses": analyses,
+        "rules": rules,
+        "templates": templates,
+        "definitions": [d.model_dump(mode="json") for d in defs],
+        "sigma": sigma,
+    }
+    head = _header(
+        f"Evaluator of component `{component}` (v = {version}): data definitions rho with their projection pi,",
+        "the output schema sigma model tiers answer in, and the rules and analyses it uses by registered name.",
+        "Generated by `agent-factory build`; v changes whenever a definition, sigma, a template, an analysis",
+        "version or the knowledge pack (apart from its clauses, which enter the conduct definitions) changes.",
+    )
+    return version, head + _yaml(body)
+
+
+def _write(out: Path, files: dict[str, bytes]) -> None:
+    old = out / MANIFEST
+    if old.is_file():
+        try:
+            stale = set(json.loads(old.read_text(encoding="utf-8")).get("files", {})) - set(files)
+        except (ValueError, AttributeError):
+            stale = set()
+        for rel in sorted(stale):
+            target = out / rel
+            if target.is_file() and out.resolve() in target.resolve().parents:
+                target.unlink()
+    for rel, data in files.items():
+        target = out / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def build_suite(
+    spec_path: Path, *, pack: str | Path, out: Path, tools: Sequence[str] = (), layer: ClauseLayer | None = None,
+) -> BuildReport:
+    """Compile `spec_path` and write the suite directory `out` (see the module docstring).
+
+    `pack` is the base pack (built-in or entry-point name, or a path); its clauses' tool names and its
+    non-empty lexicon categories are what the compiler may use besides the spec itself; `tools` adds names.
+    A compiled pack that does not validate raises `SpecError` naming the file.
+    """
+    text = spec_path.read_text(encoding="utf-8")
+    base = load_pack(pack)
+    spec = compile_spec(text, source=spec_path.name, tools=(*base_tools(base), *tools),
+                        lexicons=base_lexicons(base), layer=layer)
+    out.mkdir(parents=True, exist_ok=True)
+    name, extends = _pack_name(spec_path.stem), _extends(pack, out)
+    pack_text = _pack_text(spec, name=name, extends=extends)
+    (out / PACK_FILE).write_text(pack_text, encoding="utf-8")
+    try:
+        merged = load_pack(out / PACK_FILE)
+    except SpecError:
+        (out / PACK_FILE).unlink()  # never leave a pack behind that does not load
+        raise
+    base_digest = stable_id(
+        merged.model_copy(update={"clauses": (), "name": "x", "version": "x", "description": "", "extends": None})
+        .model_dump_json(), prefix="k")
+
+    files: dict[str, bytes] = {PACK_FILE: pack_text.encode("utf-8")}
+    files[SUITE_FILE] = (_header(f"Evaluator suite compiled from {spec.source}; run it with "
+                                 "`agent-factory run --suite DIR`.")
+                         + _yaml({"pack": PACK_FILE, "components": list(COMPONENTS)})).encode("utf-8")
+    versions: dict[str, str] = {}
+    for component in COMPONENTS:
+        versions[component], body = _evaluator(component, merged, base_digest)
+        files[f"evaluators/{component}.yaml"] = body.encode("utf-8")
+    for template in sorted(TEMPLATES.glob("*.j2")):
+        files[f"templates/{template.name}"] = template.read_bytes()
+    invariants = [c for c in spec.clauses if c.invariant]
+    files["invariants.yaml"] = (_header(
+        "Proposed invariants: zero tolerance at the gate (one violation opens an incident). The compiler proposes",
+        "every must-not and never clause; a person confirms each by setting `confirmed: true`, or removes it.",
+    ) + _yaml({"invariants": [
+        {"clause": c.id, "kind": c.kind, "source_line": c.source_line, "text": c.sentence, "confirmed": False}
+        for c in invariants
+    ]})).encode("utf-8")
+    files["uncompiled.yaml"] = (_header(
+        f"Normative sentences of {spec.source} the deterministic compiler could not turn into clauses.",
+        "Rewrite them in a recognised form, or add clauses to pack.yaml by hand.",
+    ) + _yaml({"uncompiled": [u.model_dump(mode="json") for u in spec.uncompiled]})).encode("utf-8")
+    manifest = {
+        "compiler_version": COMPILER_VERSION,
+        "spec": {"file": spec.source, "sha256": spec.sha256},
+        "pack": {"file": PACK_FILE, "name": merged.name, "extends": extends, "digest": merged.digest()},
+        "evaluators": versions,
+        "files": {rel: _sha(data) for rel, data in sorted(files.items())},
+    }
+    files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    _write(out, files)
+    missing = tuple(f"{c.id}: {c.check.missing_rule}" for c in spec.clauses if c.check.missing_rule)
+    return BuildReport(
+        spec=spec.source, spec_sha256=spec.sha256, pack=merged.name, extends=extends, out=str(out), files=len(files),
+        clauses=tuple(
+            ClauseSummary(
+                id=c.id, trigger=c.trigger, obligation=c.obligation, source_line=c.source_line, kind=c.kind,
+                layer=c.layer, detector=c.detector.note, invariant=c.invariant,
+                check=f"rule {c.check.rule}" if c.check.how == "rule" else c.check.how,
+            ) for c in spec.clauses
+        ),
+        uncompiled=spec.uncompiled, invariants=tuple(c.id for c in invariants), missing_rules=missing,
+        evaluators=versions,
+    )
+
+
+__all__ = ["MANIFEST", "PACK_FILE", "base_lexicons", "base_tools", "build_suite"]
