@@ -272,6 +272,8 @@ ClauseId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*$")]
 """A clause id: a lower-case identifier; it becomes the middle of data ids `conduct.<id>.trigger`."""
 RuleName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")]
 """A registered rule collector's name, dotted and component first (`conduct.one_tool_call_per_message`)."""
+ItemId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")]
+"""A data item's id, as in the evaluators' data definitions: dotted, component first (`trajectory.context_repair`)."""
 ClauseKind = Literal["must", "must_not", "only_if", "before"]
 """How the obligation binds once the trigger holds: `must` (the condition must hold), `must_not` (it must not),
 `only_if` (the triggering behaviour is allowed only when the condition holds), `before` (the condition must
@@ -464,6 +466,11 @@ class KnowledgePack(_Frozen):
     """Thresholds of the deterministic analyses."""
     clauses: tuple[Clause, ...] = ()
     """Policy clauses of the agent's role spec (Conduct), each a trigger and an obligation."""
+    rules_decide: tuple[ItemId, ...] = ()
+    """Data items whose rule, for this agent, answers "no" when it finds nothing instead of abstaining for a
+    model: the rule's evidence (e.g. a lexicon) is trusted complete here. Only rules that document it honour it
+    (Trajectory's context repair). Nothing the rule misses then reaches a model, so the audit loop must check
+    the rule's recall on this agent's traffic. Empty by default: every such rule abstains."""
 
     @field_validator("segments")
     @classmethod
@@ -481,6 +488,14 @@ class KnowledgePack(_Frozen):
     @classmethod
     def _valid_clauses(cls, v: tuple[Clause, ...], info: ValidationInfo) -> tuple[Clause, ...]:
         _check_clauses(v, info.data.get("lexicons"))
+        return v
+
+    @field_validator("rules_decide")
+    @classmethod
+    def _unique_items(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({i for i in v if v.count(i) > 1})
+        if repeated:
+            raise ValueError(f"items listed more than once: {', '.join(repeated)}")
         return v
 
     def clause(self, clause_id: str) -> Clause | None:

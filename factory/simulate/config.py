@@ -66,7 +66,8 @@ class SimConfig(BaseModel):
     short_prompt_rate: Rate = 0.04
     """Share of new requests that are 1-5 characters long."""
     followup_share: Rate = 0.7
-    """Share of later (non-replay) turns of a session that follow up on the previous request."""
+    """Share of later turns of a session that follow up on the previous request, of those that neither resend
+    it nor carry one of the session-level behaviours below (frustration, abandonment, repair, clarification)."""
     think_time_median_s: Positive = 45.0
     """Median pause between an answer and the next message in a session."""
     replay_think_time_median_s: Positive = 15.0
@@ -173,6 +174,31 @@ class SimConfig(BaseModel):
     single-turn sessions followed by a return within T (study: 71.5%)."""
     return_window_days: Positive = 7.0
     """The engagement window T: a session with a next one within T counts as returned."""
+
+    # --- trajectory: session-level behaviour (DESIGN.md section 4) ----------------------------------------
+    # A later message that does not resend the previous request is, in this order: a give-up (last message
+    # only), a frustrated message, the answer to a clarifying question, a context repair, else an ordinary
+    # follow-up or new request. Each is labelled in truth.jsonl; truth_sessions.jsonl applies the outcome rule.
+    frustration_after_failure_rate: Rate = 0.35
+    """Chance that the next message after a failed turn, when it does not resend the request, vents frustration
+    ("怎么又报错了", "It failed again"); the agent retries the topic."""
+    frustration_after_repeat_failure_rate: Rate = 0.6
+    """The same after the session's second or later failed turn ("我说了多少遍了", "How many times do I have to ask?")."""
+    frustration_after_success_rate: Rate = 0.06
+    """Chance that a message after a delivered answer (not a resend) is exasperated with it ("这也太离谱了")."""
+    abandonment_after_failure_rate: Rate = 0.4
+    """Chance that the last message of a multi-turn session, after a failed turn and not a resend, gives up
+    ("算了，我自己用Excel算吧", "Forget it, I'll pull the numbers myself")."""
+    abandonment_after_success_rate: Rate = 0.1
+    """Chance that the last message of a multi-turn session after a delivered answer gives up on it."""
+    context_repair_rate: Rate = 0.3
+    """Chance that a later message after a delivered answer corrects the context the agent lost or misread
+    ("我说的是2024年第三季度，不是上个月", "I meant Q3 2024, not last month"); the agent answers the corrected topic."""
+    clarification_rate: Rate = 0.1
+    """Chance that the agent answers a delivered normal-mode request with a clarifying question instead (greetings
+    and 1-5 character prompts always get one); the user's next message, unless a resend or a vent, answers it."""
+    clarification_repeat_rate: Rate = 0.4
+    """The same for a request that answers a clarifying question: the agent asks again, a clarification loop."""
 
     # --- conduct: natural behaviour -----------------------------------------------------------------------
     natural_disclosure_rate: Rate = 0.0157

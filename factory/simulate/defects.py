@@ -2,18 +2,20 @@
 
 Only the log changes (blanked answer, resent request, disclosure sentence, file-summary template, scaled
 latency), plus the request contents the privacy and attack-isolation tests need (prompt injection,
-secrets). Users' behaviour is left as drawn, so a run with defects is paired turn by turn with the same
-seed's run without them.
+secrets). Text added to a request keeps what the message does (its `act`: a frustrated message with a
+secret pasted in is still frustrated). Users' behaviour is left as drawn, so a run with defects is paired
+turn by turn with the same seed's run without them.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from factory.simulate import texts
 from factory.simulate.config import SimConfig
 from factory.simulate.plan import TurnPlan
-from factory.simulate.texts import Request
 
 PLANT_KINDS = ("blank", "replay", "disclosure", "template", "injection", "secret")
 """The `plant_<kind>_rate` knobs."""
@@ -32,7 +34,7 @@ def plant(c: SimConfig, drng: np.random.Generator, tp: TurnPlan, prev: TurnPlan 
         tp.planted.append("latency_scaled")
     copied = tp.is_replay or tp.redo_of is not None
     if prev is not None and not copied and u[1] < c.plant_replay_rate:
-        tp.request = prev.request
+        tp.request = prev.request  # with its act: a resent "怎么又报错了" still vents frustration
         tp.is_replay = tp.is_verbatim_replay = True
         tp.replay_of = prev.trace_id
         tp.injection, tp.secrets = prev.injection, list(prev.secrets)
@@ -40,16 +42,15 @@ def plant(c: SimConfig, drng: np.random.Generator, tp: TurnPlan, prev: TurnPlan 
         copied = True
     # A copied request already carries what its original carried; plant only into fresh ones.
     if not copied and u[4] < c.plant_injection_rate:
-        tp.request = Request(texts.with_injection(tp.request.text, tp.request.lang, bool(u[6] < 0.5)),
-                             tp.request.lang, tp.request.topic)
+        tp.request = replace(tp.request, text=texts.with_injection(tp.request.text, tp.request.lang,
+                                                                   bool(u[6] < 0.5)))
         tp.injection = tp.request.lang
         tp.planted.append("prompt_injection")
     if not copied and u[5] < c.plant_secret_rate:
         # Own generator per turn: the secret's length must not shift the draws of later turns.
         srng = np.random.default_rng([c.seed, 9, *(int(tp.trace_id[i:i + 8], 16) for i in range(0, 32, 8))])
         kind, value = texts.secret(srng)
-        tp.request = Request(texts.with_secret(tp.request.text, tp.request.lang, kind, value),
-                             tp.request.lang, tp.request.topic)
+        tp.request = replace(tp.request, text=texts.with_secret(tp.request.text, tp.request.lang, kind, value))
         tp.secrets.append({"kind": kind, "value": value})
         tp.planted.append("secret")
     if tp.delivery != "delivered":

@@ -12,6 +12,8 @@ Segment = Literal["real", "internal", "test", "suggestion", "synthetic"]
 """Traffic segments: real users, internal and test accounts, cached suggestion clicks, synthetic probes."""
 NS = 1_000_000_000
 """Nanoseconds per second."""
+SEEN_ANSWER = ("delivered", "failed_truncated")
+"""Delivery states in which the user sees (at least the start of) the answer's text."""
 
 
 @dataclass(slots=True)
@@ -70,6 +72,14 @@ class TurnPlan:
     secrets: list[dict[str, str]] = field(default_factory=list)
     defect_user: bool = False
     """Whether the turn's user was drawn into the planted-defect group."""
+    clarifying: bool = False
+    """Whether the agent's answer, as planned before any failure, asks the user to clarify; the user saw the
+    question when the logged delivery is in `SEEN_ANSWER` (a cut answer keeps its opening question)."""
+
+    @property
+    def asks_clarification(self) -> bool:
+        """Whether the logged answer asks the user to clarify (planted blanking removes the question)."""
+        return self.clarifying and self.delivery in SEEN_ANSWER
 
     @property
     def end_ns(self) -> int:

@@ -17,10 +17,10 @@ from functools import partial
 import numpy as np
 
 from adapters.model import stable_id
-from factory.simulate import texts
+from factory.simulate import behaviour, texts
 from factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
 from factory.simulate.defects import plant, plants_active
-from factory.simulate.plan import NS, Exec, Segment, TurnPlan, trace_id
+from factory.simulate.plan import NS, SEEN_ANSWER, Exec, Segment, TurnPlan, trace_id
 from factory.simulate.texts import Request
 
 _ERRORS = ("upstream model timeout", "generation failed: internal error", "rate limited by model provider",
@@ -199,9 +199,11 @@ class Population:
         session_id = stable_id(c.seed, *acc.key, j, prefix="s_")
         session_mode = self._mode(rng)
         turns: list[TurnPlan] = []
+        failures = 0  # failed turns so far, as the user experienced them (before planted defects)
         for k in range(n):
             prev = turns[-1] if turns else None
-            req, replay_of, redo_of, verbatim, short = self._request(acc, prev, prev_last if k == 0 else None)
+            req, replay_of, redo_of, verbatim, short = self._request(acc, prev, prev_last if k == 0 else None,
+                                                                     failures=failures, last=k == n - 1)
             if replay_of is not None:
                 mode = prev.mode if prev is not None else session_mode
             else:
@@ -219,29 +221,45 @@ class Population:
                 plant(c, acc.drng, tp, prev)
             self._label_resend(tp, prev)
             turns.append(tp)
+            failures += ex.failed
             pause = c.replay_think_time_median_s if ex.failed else c.think_time_median_s
             t_ns = tp.end_ns + int(_lognormal(rng, pause, c.think_time_sigma) * NS)
         return turns
 
-    def _request(self, acc: _Account, prev: TurnPlan | None, prev_session_last: TurnPlan | None
-                 ) -> tuple[Request, str | None, str | None, bool, bool]:
-        """(request, replay_of, redo_of, verbatim copy?, short?) for the next turn."""
+    def _request(self, acc: _Account, prev: TurnPlan | None, prev_session_last: TurnPlan | None, *,
+                 failures: int, last: bool) -> tuple[Request, str | None, str | None, bool, bool]:
+        """(request, replay_of, redo_of, verbatim copy?, short?) for the next turn.
+
+        `failures` counts the session's failed turns so far; `last` says the turn ends the session. What the
+        user does is drawn from what they experienced (natural delivery and requests), never from planted
+        defects, so runs with and without defects stay paired.
+        """
         c, rng = self.c, acc.rng
         if prev is not None:
             rate = c.replay_after_failure_rate if prev.ex.failed else c.replay_after_success_rate
             if float(rng.random()) < rate:
                 req, verbatim = self._copy(rng, prev.request)
                 return req, prev.trace_id, None, verbatim, _is_short(req.text)
-        if prev_session_last is not None:
-            last = prev_session_last
-            rate = c.redo_after_failure_rate if last.ex.failed else c.redo_after_success_rate
+        # A new session redoes a request, never a vent, a give-up or a reply to a question.
+        if prev_session_last is not None and prev_session_last.natural_request.act is None:
+            end = prev_session_last
+            rate = c.redo_after_failure_rate if end.ex.failed else c.redo_after_success_rate
             if float(rng.random()) < rate:
-                req, verbatim = self._copy(rng, last.request)
-                return req, None, last.trace_id, verbatim, _is_short(req.text)
+                req, verbatim = self._copy(rng, end.request)
+                return req, None, end.trace_id, verbatim, _is_short(req.text)
         lang = acc.lang
         if float(rng.random()) < c.language_switch_rate:
             lang = "en" if lang == "zh" else "zh"
         before = prev.natural_request if prev is not None else None
+        if prev is not None and before is not None:
+            act = behaviour.draw_act(
+                rng, c, after_failure=prev.ex.failed, failures=failures, last=last,
+                clarified=prev.clarifying and prev.natural_delivery in SEEN_ANSWER,
+                can_repair=not prev.ex.failed and before.topic is not None and not prev.clarifying)
+            if act is not None:
+                req = self._unlike(before, partial(behaviour.act_request, rng, act, before, lang,
+                                                   after_failure=prev.ex.failed, failures=failures))
+                return req, None, None, False, False
         if before is not None and float(rng.random()) < c.followup_share:
             req = self._unlike(before, partial(texts.followup_request, rng, before, lang))
             return req, None, None, False, False
@@ -283,10 +301,24 @@ class Population:
         return req, texts.resend_kind(src.text, req.text, threshold=self.c.redo_jaccard) == "verbatim"
 
     # --- turns --------------------------------------------------------------------------------------------
+    def _answer(self, rng: np.random.Generator, req: Request, mode: str, ex: Exec) -> tuple[str, bool]:
+        """(the answer the agent means to give, whether it asks the user to clarify), before any failure."""
+        c = self.c
+        if req.act == "abandonment":
+            return behaviour.acknowledgement(rng, req.lang), False
+        if req.topic is None:  # a greeting or a one-word prompt: the agent asks what it is about
+            return texts.answer_text(rng, req, mode), True
+        if mode == "normal" and ex.kind == "delivered" and req.act in _CLARIFIABLE:
+            rate = c.clarification_repeat_rate if req.act == "clarification_reply" else c.clarification_rate
+            if float(rng.random()) < rate:
+                return behaviour.clarifying_question(rng, req), True
+        return texts.answer_text(rng, req, mode), False
+
     def _turn(self, acc: _Account, session_id: str, j: int, k: int, t_ns: int, mode: str, req: Request,
               ex: Exec) -> TurnPlan:
         c, rng = self.c, acc.rng
-        answer: str | None = texts.answer_text(rng, req, mode)
+        planned, clarifying = self._answer(rng, req, mode, ex)
+        answer: str | None = planned
         error = None
         if ex.kind == "failed_empty":
             answer = ""
@@ -302,7 +334,7 @@ class Population:
             segment=acc.segment, account_type=acc.account_type, request_source="typed", synthetic=False,
             mode=mode, request=req, natural_request=req, answer=answer, delivery=ex.kind, natural_delivery=ex.kind,
             ex=ex, start_ns=t_ns, latency_ns=int(ex.latency_s * NS), error_message=error,
-            defect_user=acc.drng is not None,
+            defect_user=acc.drng is not None, clarifying=clarifying,
         )
         if ex.kind == "delivered" and disclosure:
             tp.answer = f"{answer}\n{texts.disclosure(req.lang, c.company_name_zh, c.company_name_en)}"
@@ -340,6 +372,8 @@ class Population:
         )
 
 
+_CLARIFIABLE = (None, "context_repair", "clarification_reply")
+"""Acts of a request the agent may answer with a clarifying question (not a vent or a give-up)."""
 _REDRAWS = 8
 """Re-draws of a fresh request that came out as a resend of the previous one (then it is labelled one)."""
 _SEGMENT_CODE = {"real": 0, "internal": 1, "test": 2, "suggestion": 3, "synthetic": 4}

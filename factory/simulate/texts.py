@@ -126,18 +126,23 @@ class Request:
     text: str
     lang: Lang
     topic: Topic | None
+    act: str | None = None
+    """What the message does besides asking (`behaviour.Act`: frustration, abandonment, context_repair,
+    clarification_reply), None for an ordinary request. A resend of the message carries it along."""
 
 
-def _pick(rng: np.random.Generator, n: int) -> int:
+def pick(rng: np.random.Generator, n: int) -> int:
+    """A uniform index in [0, n)."""
     return int(rng.random() * n)  # several times faster than rng.integers for one draw
 
 
 def new_topic(rng: np.random.Generator) -> Topic:
-    return Topic(_pick(rng, len(METRICS)), _pick(rng, len(SCOPES)), _pick(rng, len(PERIODS)), _pick(rng, len(DIMS)),
-                 _pick(rng, len(ANALYSES)))
+    return Topic(pick(rng, len(METRICS)), pick(rng, len(SCOPES)), pick(rng, len(PERIODS)), pick(rng, len(DIMS)),
+                 pick(rng, len(ANALYSES)))
 
 
-def _slots(t: Topic, lang: Lang) -> dict[str, str]:
+def slots(t: Topic, lang: Lang) -> dict[str, str]:
+    """The topic's words in `lang`: m(etric), s(cope), p(eriod), d(imension), a(nalysis)."""
     i = 0 if lang == "zh" else 1
     return {"m": METRICS[t.metric][i], "s": SCOPES[t.scope][i], "p": PERIODS[t.period][i], "d": DIMS[t.dim][i],
             "a": ANALYSES[t.analysis][i]}
@@ -147,22 +152,22 @@ def new_request(rng: np.random.Generator, lang: Lang, *, short: bool) -> Request
     """A fresh request: a 1-5 character prompt when `short`, else a templated business question."""
     if short:
         options = SHORT_PROMPTS[lang]
-        return Request(options[_pick(rng, len(options))], lang, None)
+        return Request(options[pick(rng, len(options))], lang, None)
     topic = new_topic(rng)
     templates = REQUEST_TEMPLATES[lang]
-    return Request(templates[_pick(rng, len(templates))].format(**_slots(topic, lang)), lang, topic)
+    return Request(templates[pick(rng, len(templates))].format(**slots(topic, lang)), lang, topic)
 
 
 def followup_request(rng: np.random.Generator, prev: Request, lang: Lang) -> Request:
     """A follow-up on the previous request: same topic with one slot changed."""
     base = prev.topic if prev.topic is not None else new_topic(rng)
-    which = _pick(rng, 4)
-    topic = (replace(base, dim=_pick(rng, len(DIMS))) if which == 0 else
-             replace(base, period=_pick(rng, len(PERIODS))) if which == 1 else
-             replace(base, metric=_pick(rng, len(METRICS))) if which == 2 else
-             replace(base, scope=_pick(rng, len(SCOPES))))
+    which = pick(rng, 4)
+    topic = (replace(base, dim=pick(rng, len(DIMS))) if which == 0 else
+             replace(base, period=pick(rng, len(PERIODS))) if which == 1 else
+             replace(base, metric=pick(rng, len(METRICS))) if which == 2 else
+             replace(base, scope=pick(rng, len(SCOPES))))
     templates = FOLLOWUP_TEMPLATES[lang]
-    return Request(templates[_pick(rng, len(templates))].format(**_slots(topic, lang)), lang, topic)
+    return Request(templates[pick(rng, len(templates))].format(**slots(topic, lang)), lang, topic)
 
 
 def resend_kind(previous: str, current: str, *, threshold: float) -> str | None:
@@ -179,11 +184,11 @@ def resend_kind(previous: str, current: str, *, threshold: float) -> str | None:
 def near_copy(rng: np.random.Generator, prev: Request, *, threshold: float) -> Request:
     """A near-verbatim resend (small prefix or suffix edit) that stays at or above `threshold` Jaccard."""
     edits = NEAR_EDITS[prev.lang]
-    pre, post = edits[_pick(rng, len(edits))]
+    pre, post = edits[pick(rng, len(edits))]
     text = prev.text.rstrip("？?。.!！") + post if post else pre + prev.text
     if resend_kind(prev.text, text, threshold=threshold) != "near":
         text = prev.text  # too short to edit and still be recognisably the same request
-    return Request(text, prev.lang, prev.topic)
+    return Request(text, prev.lang, prev.topic, prev.act)
 
 
 def _num(rng: np.random.Generator, lo: float, hi: float) -> float:
@@ -197,9 +202,9 @@ def answer_text(rng: np.random.Generator, req: Request, mode: str) -> str:
         return ("您好！请问想分析哪方面的数据？例如销售额、库存周转或客户流失，并告诉我时间范围。" if zh else
                 "Hi! What would you like to analyze? For example sales, inventory turnover or churn, and for "
                 "which period?")
-    s = _slots(req.topic, req.lang)
+    s = slots(req.topic, req.lang)
     value, change, share = _num(rng, 5, 95), _num(rng, -30, 30), _num(rng, 12, 48)
-    top = DIM_MEMBERS[req.topic.dim][_pick(rng, 3)][0 if zh else 1]
+    top = DIM_MEMBERS[req.topic.dim][pick(rng, 3)][0 if zh else 1]
     if mode == "simple":
         return (f"{s['s']}{s['p']}的{s['m']}为{value}，较上期变化{change}%。" if zh else
                 f"{_cap(s['m'])} for {s['s']} in {s['p']} was {value}, {change:+}% versus the prior period.")
@@ -236,7 +241,7 @@ def thinking_text(req: Request) -> str:
     zh = req.lang == "zh"
     if req.topic is None:
         return "用户输入很短，需要先确认分析目标。" if zh else "The input is very short; clarify the goal first."
-    s = _slots(req.topic, req.lang)
+    s = slots(req.topic, req.lang)
     return (f"用户关心{s['s']}的{s['m']}，时间{s['p']}，需要取数并{s['d']}拆解。" if zh else
             f"The user wants {s['m']} for {s['s']} in {s['p']}; fetch data and split it {s['d']}.")
 
@@ -250,7 +255,7 @@ def retrieval_text(req: Request) -> str:
 
 def tool_call(rng: np.random.Generator, req: Request) -> tuple[str, str, str]:
     """(tool name, arguments JSON, result) for one tool call of the request."""
-    name = TOOLS[_pick(rng, len(TOOLS))]
+    name = TOOLS[pick(rng, len(TOOLS))]
     m = METRICS[req.topic.metric][1] if req.topic is not None else "sales revenue"
     rows = int(rng.integers(3, 200))
     if name == "sql_query":
@@ -264,7 +269,7 @@ def tool_call(rng: np.random.Generator, req: Request) -> tuple[str, str, str]:
 
 def secret(rng: np.random.Generator) -> tuple[str, str]:
     """(kind, value) of one secret a user might paste: email, phone, API key or a Luhn-valid card number."""
-    kind = ("email", "phone", "api_key", "card")[_pick(rng, 4)]
+    kind = ("email", "phone", "api_key", "card")[pick(rng, 4)]
     digits = "".join(str(int(d)) for d in rng.integers(0, 10, 15))
     if kind == "email":
         return kind, f"user{digits[:5]}@example.com"

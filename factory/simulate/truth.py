@@ -13,6 +13,7 @@ from typing import Any
 
 from factory.simulate.config import SimConfig
 from factory.simulate.plan import NS, TurnPlan
+from factory.simulate.sessions import EVENTS, OUTCOMES, session_record
 from factory.simulate.texts import bigram_jaccard
 
 MODES = ("normal", "simple", "deep")
@@ -73,6 +74,11 @@ def truth_record(tp: TurnPlan, *, n_spans: int, session_len: int, redo_jaccard: 
         "is_redo_of": tp.redo_of, "redo_jaccard": None if redo_jaccard is None else round(redo_jaccard, 4),
         "disclosure": tp.disclosure, "template": tp.template, "planted": list(tp.planted),
         "injection": tp.injection, "secrets": list(tp.secrets), "defect_user": tp.defect_user,
+        # Trajectory: what the message does, and what the answer asks (see `behaviour` and `sessions`).
+        "act": tp.request.act, "frustration": tp.request.act == "frustration",
+        "abandonment": tp.request.act == "abandonment",
+        "context_repair": tp.request.act == "context_repair" and tp.turn_index > 0,
+        "asks_clarification": tp.asks_clarification,
     }
 
 
@@ -100,8 +106,10 @@ class Tally:
         else:
             self.cnt["accounts"] += 1
 
-    def add_session(self, turns: list[TurnPlan], spans: list[int]) -> list[dict[str, Any]]:
-        """Count one session; returns the truth records of its turns."""
+    def add_session(self, turns: list[TurnPlan], spans: list[int]
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Count one session; returns the truth records of its turns and, for a real session, its session truth
+        (`sessions.session_record`)."""
         seg = turns[0].segment
         self.cnt[f"sessions.{seg}"] += 1
         redo_j: float | None = None
@@ -115,7 +123,13 @@ class Tally:
                 self._real_turn(tp, n, turns[i - 1] if i else None)
             records.append(truth_record(tp, n_spans=n, session_len=len(turns),
                                         redo_jaccard=redo_j if i == 0 else None))
+        session = None
         if seg == "real":
+            session = session_record(turns)
+            self.cnt[f"outcome.{session['outcome']}"] += 1
+            self.cnt["friction"] += session["friction"]
+            for e, k in session["events"].items():
+                self.cnt[f"event.{e}"] += k > 0
             failed = [t.delivery != "delivered" for t in turns]
             self.cnt["sessions_single_turn"] += len(turns) == 1
             self.cnt["sessions_with_failure"] += any(failed)
@@ -125,7 +139,7 @@ class Tally:
             self._user_failed |= any(failed)
             self._defect_user = turns[0].defect_user
             self._prev, self._prev_len = turns[-1], len(turns)
-        return records
+        return records, session
 
     def _session_links(self, turns: list[TurnPlan]) -> float | None:
         """Redo and return, measured between this session and the user's previous real session."""
@@ -248,6 +262,11 @@ class Tally:
                 "sessions_returned": rate(cnt["return.all.k"], sessions),
                 "median_return_after_failure_s": self.hist["return_after_failure"].median(),
                 "median_return_after_success_s": self.hist["return_after_success"].median(),
+            },
+            "trajectory": {
+                "outcome_share": {o: rate(cnt[f"outcome.{o}"], sessions) for o in OUTCOMES},
+                "event_share": {e: rate(cnt[f"event.{e}"], sessions) for e in EVENTS},
+                "mean_friction": round(cnt["friction"] / sessions, 6) if sessions else None,
             },
             "conduct": {
                 "natural_disclosures": cnt["disclosure.natural"],

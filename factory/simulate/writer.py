@@ -26,6 +26,7 @@ from factory.simulate.truth import Tally
 TRACES = "traces.otlp.jsonl"
 TRUTH = "truth.jsonl"
 TRUTH_SUMMARY = "truth_summary.json"
+TRUTH_SESSIONS = "truth_sessions.jsonl"
 CONFIG = "config.json"
 
 ProgressFn = Callable[[int, int], None]
@@ -37,7 +38,7 @@ class SimSummary(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     files: dict[str, str]
-    """Output files by role (`traces`, `truth`, `truth_summary`, `config`), as paths."""
+    """Output files by role (`traces`, `truth`, `truth_sessions`, `truth_summary`, `config`), as paths."""
     users: int
     """Real users."""
     accounts: int
@@ -76,8 +77,13 @@ def _split(total: int, weights: list[float]) -> list[int]:
     return out
 
 
+def _json_line(out: IO[str], record: dict[str, Any]) -> None:
+    out.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")))
+    out.write("\n")
+
+
 def _write_account(sessions: Iterable[list[TurnPlan]], rng: np.random.Generator, tally: Tally,
-                   traces: IO[str], truth: IO[str]) -> None:
+                   traces: IO[str], truth: IO[str], truth_sessions: IO[str]) -> None:
     for turns in sessions:
         counts = []
         for tp in turns:
@@ -85,9 +91,11 @@ def _write_account(sessions: Iterable[list[TurnPlan]], rng: np.random.Generator,
             traces.write(line)
             traces.write("\n")
             counts.append(n)
-        for rec in tally.add_session(turns, counts):
-            truth.write(json.dumps(rec, ensure_ascii=False, separators=(",", ":")))
-            truth.write("\n")
+        records, session = tally.add_session(turns, counts)
+        for rec in records:
+            _json_line(truth, rec)
+        if session is not None:
+            _json_line(truth_sessions, session)
 
 
 def _other_accounts(c: SimConfig, n_real: int, per_real: float) -> Iterator[tuple[Segment, int, int]]:
@@ -110,15 +118,17 @@ def simulate(config: SimConfig, out_dir: Path, *, progress: ProgressFn | None = 
     pop = Population(config, d)
     tally = Tally(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = {"traces": TRACES, "truth": TRUTH, "truth_summary": TRUTH_SUMMARY, "config": CONFIG}
+    names = {"traces": TRACES, "truth": TRUTH, "truth_sessions": TRUTH_SESSIONS, "truth_summary": TRUTH_SUMMARY,
+             "config": CONFIG}
     tmp = {k: out_dir / f".{v}.tmp" for k, v in names.items()}
     with ExitStack() as stack:
         traces = stack.enter_context(tmp["traces"].open("w", encoding="utf-8", newline="\n"))
         truth = stack.enter_context(tmp["truth"].open("w", encoding="utf-8", newline="\n"))
+        sessions = stack.enter_context(tmp["truth_sessions"].open("w", encoding="utf-8", newline="\n"))
         for i in range(config.users):
             tally.begin_user()
             rng = np.random.default_rng([config.seed, 2, 0, i])
-            _write_account(pop.real_user(i), rng, tally, traces, truth)
+            _write_account(pop.real_user(i), rng, tally, traces, truth, sessions)
             tally.end_user(real=True)
             if progress is not None:
                 progress(i + 1, config.users)
@@ -126,7 +136,7 @@ def simulate(config: SimConfig, out_dir: Path, *, progress: ProgressFn | None = 
         for segment, i, n in _other_accounts(config, tally.cnt["turns.real"], d.other_nonreal_per_real):
             tally.begin_user()
             rng = np.random.default_rng([config.seed, 2, codes[segment], i])
-            _write_account(pop.other_account(segment, i, n), rng, tally, traces, truth)
+            _write_account(pop.other_account(segment, i, n), rng, tally, traces, truth, sessions)
             tally.end_user(real=False)
     summary = tally.summary()
     tmp["truth_summary"].write_text(json.dumps(summary, ensure_ascii=False, indent=2, sort_keys=True) + "\n",

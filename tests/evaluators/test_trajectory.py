@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections import defaultdict
+from collections import Counter
+from dataclasses import astuple
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -16,9 +17,9 @@ from evaluators.components.trajectory import analysis, definitions as td, rules 
 from evaluators.core import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
 from evaluators.provenance.normalize import normalize
 from factory.ingest import ingest_paths
-from factory.simulate import SimConfig, simulate, texts
+from factory.simulate import SimConfig, behaviour, simulate, texts
 from factory.store import Store
-from knowledge_packs import compile_pattern, load_pack
+from knowledge_packs import KnowledgePack, compile_pattern, load_pack
 
 PACK = load_pack("business_analysis")
 DEFAULT = load_pack("default")
@@ -112,11 +113,29 @@ def test_context_repair_lexicon_abstain_and_single_turn() -> None:
     zh = conv("c5", turn("c5", 0, "分析一下复购率"), turn("c5", 1, "我说的是 线上 渠道的复购率"))
     z = ask(td.CONTEXT_REPAIR, zh)
     assert z.value == "yes" and cited(zh, z.evidence[0]) == "我说的是"
-    # A repair phrase in the first request repairs nothing in this session; a plain follow-up needs a model.
+    # A repair phrase in the first request repairs nothing in this session; a plain follow-up needs a model
+    # (the default pack leaves the lexicon open).
     plain = conv("c6", turn("c6", 0, "As I said yesterday, churn by store"), turn("c6", 1, "Put that in a table"))
-    abstained = ask(td.CONTEXT_REPAIR, plain)
+    abstained = ask(td.CONTEXT_REPAIR, plain, DEFAULT)
     assert abstained.value is None and "model" in (abstained.reason or "")
-    assert ask(td.CONTEXT_REPAIR, conv("c7", turn("c7", 0, "I meant churn"))).value == "no"
+    assert ask(td.CONTEXT_REPAIR, conv("c7", turn("c7", 0, "I meant churn")), DEFAULT).value == "no"
+
+
+def test_context_repair_is_decided_by_the_rule_where_the_pack_says_so() -> None:
+    # business_analysis lists the item in rules_decide: finding no repair phrase is a "no", with the reason.
+    assert PACK.rules_decide == (td.CONTEXT_REPAIR,) and DEFAULT.rules_decide == ()
+    plain = conv("c6", turn("c6", 0, "As I said yesterday, churn by store"), turn("c6", 1, "Put that in a table"))
+    decided = ask(td.CONTEXT_REPAIR, plain)
+    assert (decided.value, decided.fact) == ("no", 0.0) and "rules_decide" in (decided.reason or "")
+    assert decided.evidence == ()
+    # A hit is still a "yes", and the same pack without the listing abstains again.
+    hit = conv("c4", turn("c4", 0, "Compare GMV by channel"), turn("c4", 1, "Wrong period - I asked about Q3"))
+    assert ask(td.CONTEXT_REPAIR, hit).value == "yes"
+    open_pack = PACK.model_copy(update={"rules_decide": ()})
+    assert ask(td.CONTEXT_REPAIR, plain, open_pack).value is None
+    # The listing is read for this item only: other items' rules do not consult it.
+    other = PACK.model_copy(update={"rules_decide": ("trajectory.frustration",)})
+    assert ask(td.CONTEXT_REPAIR, plain, other).value is None
 
 
 def test_clarification_loop_needs_two_answered_clarifications() -> None:
@@ -226,6 +245,85 @@ def test_simulator_texts_never_hit_and_its_clarifying_answer_does() -> None:
         assert (hit is not None) == (req.topic is None), answer
 
 
+REQUEST_LEXICONS = ("frustration", "abandonment", "context_repair")
+
+
+def _request_hits(text: str) -> set[str]:
+    return {cat for cat in REQUEST_LEXICONS
+            if tr.find_lexicon(text, kind=cat, pack=PACK, unit_id="x", field="request") is not None}
+
+
+def _resends(text: str, lang: str) -> list[str]:
+    """Every near-verbatim resend `texts.near_copy` can make of `text` (a resent message keeps its act)."""
+    out = []
+    for pre, post in texts.NEAR_EDITS[lang]:
+        edited = text.rstrip("？?。.!！") + post if post else pre + text
+        if texts.resend_kind(text, edited, threshold=0.6) == "near":
+            out.append(edited)
+    return out
+
+
+def _behaviour_texts() -> list[tuple[str | None, str, str]]:
+    """(lexicon the text must hit, language, text) for every template of the simulator's user behaviour, filled
+    with 30 topics; context repairs with every (old, new) pair of every slot."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    topics = [texts.new_topic(rng) for _ in range(30)]
+    banks = ((behaviour.FRUSTRATION_AFTER_FAILURE, "frustration"),
+             (behaviour.FRUSTRATION_AFTER_REPEAT_FAILURE, "frustration"),
+             (behaviour.FRUSTRATION_AFTER_SUCCESS, "frustration"), (behaviour.ABANDONMENT_AFTER_FAILURE, "abandonment"),
+             (behaviour.ABANDONMENT_AFTER_SUCCESS, "abandonment"), (behaviour.CLARIFICATION_REPLIES, None))
+    out: list[tuple[str | None, str, str]] = []
+    for lang in ("zh", "en"):
+        i = 0 if lang == "zh" else 1
+        for bank, cat in banks:
+            out += [(cat, lang, tpl.format(**texts.slots(t, lang))) for tpl in bank[lang] for t in topics]
+        for slot, vocab in behaviour.SLOT_VOCAB.items():
+            templates = (*behaviour.REPAIR_ANY[lang], behaviour.REPAIR_BY_SLOT[slot][lang])
+            for old in range(len(vocab)):
+                for new in range(len(vocab)):
+                    if new != old:
+                        out += [("context_repair", lang, tpl.format(**texts.slots(topics[0], lang), new=vocab[new][i],
+                                                                    old=vocab[old][i])) for tpl in templates]
+    return out
+
+
+def test_simulator_behaviour_texts_hit_their_own_lexicon_only() -> None:
+    # Truth labels what each message does; a correct rule must find exactly that, and a resend of the
+    # message (which keeps its label) must too. Each text hits its own behaviour's lexicon and no other.
+    cases = _behaviour_texts()
+    assert len(cases) > 5000
+    for cat, lang, text in cases:
+        want = set() if cat is None else {cat}
+        for t in (text, *_resends(text, lang)):
+            assert _request_hits(t) == want, (cat, t)
+
+
+def test_simulator_behaviour_messages_and_the_agents_questions() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for i in range(400):
+        lang = "zh" if i % 2 else "en"
+        prev = texts.new_request(rng, lang, short=i % 9 == 0)
+        act = behaviour.ACTS[i % len(behaviour.ACTS)]
+        msg = behaviour.act_request(rng, act, prev, lang, after_failure=i % 3 == 0, failures=(i // 3) % 3)
+        assert (msg.act, msg.lang) == (act, lang) and msg.topic is not None
+        if act in ("frustration", "abandonment") and prev.topic is not None:
+            assert msg.topic == prev.topic  # a vent or a give-up is about the same request
+        if act == "context_repair":  # the corrected topic differs from the previous one in exactly one slot
+            assert prev.topic is None or sum(a != b for a, b in zip(astuple(msg.topic), astuple(prev.topic))) == 1
+        assert texts.near_copy(rng, msg, threshold=0.6).act == act
+        # The agent's clarifying question is caught by the clarification lexicon; its reply to a give-up is not.
+        if prev.topic is not None:
+            q = behaviour.clarifying_question(rng, prev)
+            assert tr.find_lexicon(q, kind="clarification", pack=PACK, unit_id="x", field="answer") is not None, q
+            assert _request_hits(q) == set()
+        ack = behaviour.acknowledgement(rng, lang)
+        assert tr.find_lexicon(ack, kind="clarification", pack=PACK, unit_id="x", field="answer") is None, ack
+
+
 # ---- the outcome rule ------------------------------------------------------------------------------------
 
 
@@ -327,14 +425,23 @@ def test_replay_after_failure_vs_success_by_hand() -> None:
 
 
 # ---- simulated traffic -----------------------------------------------------------------------------------
+# The simulator labels what each message does (a vent, a give-up, a context repair, the answer to a clarifying
+# question), which turns resend the previous one, and what each answer asks; truth_sessions.jsonl applies the
+# event definitions and the outcome rule to those labels, without any lexicon. The rules read only the ingested
+# traces. Seed 0 is the simulator's default, chosen before looking at any result.
+
+USERS = 350
+OUTCOME_LABELS = ("smooth", "struggled", "blocked", "censored")
+STUDY_SHARE = {"smooth": 14 / 107, "struggled": 34 / 107, "blocked": 13 / 107, "censored": 46 / 107}
+EVENT_ITEMS = (*td.RECOVERY_EVENTS, *td.BLOCKING_EVENTS)
 
 
-def collect_rules_only(c: Conversation) -> UnitRow:
+def collect_rules_only(c: Conversation, pack: KnowledgePack = PACK) -> UnitRow:
     """Apply every Trajectory rule to one conversation as a rules-only run would: abstain -> uncollected."""
     values: dict[str, str] = {}
     facts: dict[str, Any] = {}
     for d in get_component("trajectory").definitions:
-        a = ask(d.id, c)
+        a = ask(d.id, c, pack)
         values[d.id] = a.value if a.value is not None else "uncollected"
         if a.fact is not None:
             facts[d.id] = a.fact
@@ -347,7 +454,14 @@ def delivered_row(t: Turn) -> UnitRow:
                    {analysis.DELIVERED: a.value}, {})
 
 
-Simulated = tuple[list[Conversation], dict[str, dict], dict]
+class Simulated(NamedTuple):
+    convs: list[Conversation]
+    """Real sessions as ingested, turns in order."""
+    truth: dict[str, dict]
+    """truth.jsonl by trace (turn) id."""
+    sessions: dict[str, dict]
+    """truth_sessions.jsonl by session (conversation) id."""
+    summary: dict
 
 
 def _simulate(out: Path, config: SimConfig) -> Simulated:
@@ -359,14 +473,22 @@ def _simulate(out: Path, config: SimConfig) -> Simulated:
              for cid, ts in ((k, list(g)) for k, g in groupby(turns, key=lambda t: t.conversation_id))]
     with open(out / "truth.jsonl", encoding="utf-8") as f:
         truth = {r["trace_id"]: r for r in map(json.loads, f)}
+    with open(out / "truth_sessions.jsonl", encoding="utf-8") as f:
+        sessions = {r["session_id"]: r for r in map(json.loads, f)}
     summary = json.loads((out / "truth_summary.json").read_text(encoding="utf-8"))
-    return convs, truth, summary
+    return Simulated(convs, truth, sessions, summary)
 
 
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory: pytest.TempPathFactory) -> Simulated:
-    """Default traffic of 300 users."""
-    return _simulate(tmp_path_factory.mktemp("sim"), SimConfig(users=300, seed=11))
+    """Default traffic of 350 users at the simulator's default seed."""
+    return _simulate(tmp_path_factory.mktemp("sim"), SimConfig(users=USERS))
+
+
+@pytest.fixture(scope="module")
+def rules_only(simulated: Simulated) -> list[UnitRow]:
+    """Every session's Trajectory data as a rules-only run with the business-analysis pack collects it."""
+    return [collect_rules_only(c) for c in simulated.convs]
 
 
 def _precision_recall(pred: set[str], true: set[str]) -> tuple[float, float]:
@@ -378,7 +500,7 @@ def test_replay_rules_against_simulator_truth(simulated: Simulated,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     # The simulator labels a turn a replay exactly when its logged request resends the previous one of its
     # session by the definition, so the rule and truth must agree (bar what ingest changes in the texts).
-    convs, truth, summary = simulated
+    convs, truth = simulated.convs, simulated.truth
     assert len(convs) > 500
     pred_any: set[str] = set()
     pred_verbatim: set[str] = set()
@@ -402,18 +524,66 @@ def test_replay_rules_against_simulator_truth(simulated: Simulated,
     assert all(truth[i]["replay_of"] is not None for i in true_any)
 
 
+def _event_disagreements(convs: list[Conversation], rows: list[UnitRow], sessions: dict[str, dict]
+                         ) -> tuple[Counter[str], list[tuple[str, str, int, str, Any]]]:
+    """(sessions where each event occurred by truth, (session, event, truth count, rule value, rule fact) for
+    every session where the rule's value or count differs from truth)."""
+    occurred: Counter[str] = Counter()
+    wrong = []
+    for c, r in zip(convs, rows, strict=True):
+        events = sessions[c.id]["events"]
+        for item in EVENT_ITEMS:
+            k = events[analysis.short(item)]
+            occurred[item] += k > 0
+            if (r.values[item] == "yes") != (k > 0) or r.facts.get(item) != k:
+                wrong.append((c.id, item, k, r.values[item], r.facts.get(item)))
+    return occurred, wrong
+
+
 @pytest.mark.slow
-def test_rules_only_run_on_simulated_traffic(simulated: Simulated,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
-    convs, truth, summary = simulated
-    conv_rows = [collect_rules_only(c) for c in convs]
+def test_event_rules_agree_with_the_simulators_session_truth(simulated: Simulated, rules_only: list[UnitRow],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # Every event of every session, yes/no and its count: what the rules find in the ingested traces is what
+    # the simulator's labels say, including context repair decided by its lexicon (rules_decide).
+    convs, sessions = simulated.convs, simulated.sessions
+    assert {c.id for c in convs} == set(sessions)
+    occurred, wrong = _event_disagreements(convs, rules_only, sessions)
+    with capsys.disabled():
+        print(f"\nsessions with each event (truth, n={len(convs)}): "
+              + ", ".join(f"{analysis.short(i)} {occurred[i]}" for i in EVENT_ITEMS)
+              + f"; rule disagreements: {len(wrong)}")
+    assert all(occurred[i] >= 10 for i in EVENT_ITEMS), occurred
+    assert wrong == []
+
+
+PLANTS = {"plant_blank_rate": 0.15, "plant_replay_rate": 0.15, "plant_disclosure_rate": 0.2,
+          "plant_template_rate": 0.2, "plant_injection_rate": 0.2, "plant_secret_rate": 0.2, "defect_user_share": 0.5}
+
+
+@pytest.mark.slow
+def test_session_truth_follows_planted_defects(tmp_path: Path) -> None:
+    # Planted defects rewrite the logs: a blanked answer no longer asks to clarify and may end a session in
+    # failure, a planted resend copies what the previous message did. Truth follows the logs, so the rules
+    # still agree with it session by session.
+    sim = _simulate(tmp_path, SimConfig(users=120, seed=4, **PLANTS))
+    rows = [collect_rules_only(c) for c in sim.convs]
+    occurred, wrong = _event_disagreements(sim.convs, rows, sim.sessions)
+    assert sum(r["planted"] != [] for r in sim.truth.values()) > 100
+    assert occurred[td.FRUSTRATION] > 0 and occurred[td.CONTEXT_REPAIR] > 0
+    assert wrong == []
+
+
+@pytest.mark.slow
+def test_rules_only_replay_after_failure_on_simulated_traffic(simulated: Simulated, rules_only: list[UnitRow],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    convs, summary = simulated.convs, simulated.summary
     trace_rows = [delivered_row(t) for c in convs for t in c.turns]
-    obs = Observations(rows={"conversation": conv_rows, "trace": trace_rows})
+    obs = Observations(rows={"conversation": rules_only, "trace": trace_rows})
     res = analysis.replay_after_failure(obs, PACK)
     fail_r, ok_r = _result(res, "replay_after_failure"), _result(res, "replay_after_success")
     fail_t, ok_t = summary["conversation"]["replay_after_failure"], summary["conversation"]["replay_after_success"]
     with capsys.disabled():
-        print(f"default traffic: replay after failure {fail_r.value:.3f} ({fail_r.low:.3f}-{fail_r.high:.3f}, "
+        print(f"\ndefault traffic: replay after failure {fail_r.value:.3f} ({fail_r.low:.3f}-{fail_r.high:.3f}, "
               f"n={fail_r.n}), truth {fail_t['rate']:.3f}; after success {ok_r.value:.3f} ({ok_r.low:.3f}-"
               f"{ok_r.high:.3f}, n={ok_r.n}), truth {ok_t['rate']:.3f}")
     assert (fail_r.n, ok_r.n) == (fail_t["n"], ok_t["n"])
@@ -422,27 +592,51 @@ def test_rules_only_run_on_simulated_traffic(simulated: Simulated,
     assert ok_r.low <= ok_t["rate"] <= ok_r.high
     assert fail_r.value > ok_r.value + 0.15
 
-    # The simulator plants no frustration, abandonment phrase or context repair: the lexicons stay silent.
-    for item in (td.FRUSTRATION, td.CONTEXT_REPAIR):
-        assert all(r.values[item] != "yes" for r in conv_rows), item
-    lexical_abandon = [c for c in convs if any(tr.find_lexicon(t.request, kind="abandonment", pack=PACK, unit_id="x",
-                                                               field="request") for t in c.turns)]
-    assert lexical_abandon == []
 
-    out = analysis.outcomes(Observations(rows={"conversation": conv_rows}), PACK)
+@pytest.mark.slow
+def test_rules_only_outcome_shares_cover_the_simulators_truth(simulated: Simulated, rules_only: list[UnitRow],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    convs, sessions, summary = simulated.convs, simulated.sessions, simulated.summary
+    out = analysis.outcomes(Observations(rows={"conversation": rules_only}), PACK)
     counts = {o: int(_result(out, f"outcome_count.{o}").value) for o in analysis.OUTCOMES}
-    assert sum(counts.values()) == len(convs)
-    single = {c.id for c in convs if len(c.turns) == 1}
+    truth = summary["trajectory"]["outcome_share"]
+    lines = []
+    for label in OUTCOME_LABELS:
+        r, t = _result(out, f"outcome_share.{label}"), truth[label]
+        lines.append(f"{label} {r.value:.3f} ({r.low:.3f}-{r.high:.3f}) truth {t['rate']:.3f} "
+                     f"[{t['k']}/{t['n']}], study {STUDY_SHARE[label]:.3f}")
+    mf, mf_t = _result(out, "mean_friction"), summary["trajectory"]["mean_friction"]
     per_session = {r.unit_id: r.value for r in out if r.metric == "outcome"}
-    # Rules only: a one-turn session is decided (censored, or struggled when it failed); a multi-turn session
-    # without a replay, loop or failed end is undetermined (context repair needs a model), never smooth.
-    assert {per_session[c] for c in single} <= {"censored", "struggled", "blocked"}
-    assert counts["smooth"] == 0 and counts["undetermined"] > 0
-    by_truth: dict[str, bool] = defaultdict(bool)
-    for c in convs:
-        by_truth[c.id] = any(truth[t.id]["is_replay"] for t in c.turns)
-    replayed = [cid for cid, has in by_truth.items() if has]
-    assert sum(per_session[cid] in ("struggled", "blocked") for cid in replayed) >= 0.97 * len(replayed)
+    confusion = Counter((sessions[cid]["outcome"], label) for cid, label in per_session.items())
     with capsys.disabled():
-        print("rules-only outcomes on simulated traffic:", counts)
+        print(f"\nrules-only outcome shares, {len(convs)} sessions of {USERS} users (user-clustered 95% CI):\n  "
+              + "\n  ".join(lines)
+              + f"\n  mean friction {mf.value:.3f} ({mf.low:.3f}-{mf.high:.3f}) truth {mf_t:.3f}; "
+              f"undetermined {counts['undetermined']}; off-diagonal sessions "
+              f"{sum(n for (a, b), n in confusion.items() if a != b)}")
+    # Rules decide every session: context repair by its lexicon (rules_decide), the rest by rule anyway.
+    assert counts["undetermined"] == 0 and sum(counts.values()) == len(convs)
+    assert all(truth[o]["n"] == len(convs) for o in OUTCOME_LABELS)
+    for label in OUTCOME_LABELS:
+        r = _result(out, f"outcome_share.{label}")
+        assert r.n == len(convs) and "user-clustered" in (r.note or "")
+        assert r.low <= truth[label]["rate"] <= r.high, label
+        assert truth[label]["k"] >= 50, label  # every outcome is well represented
+    assert mf.low <= mf_t <= mf.high
+    assert all(a == b for a, b in confusion)  # and session by session, the same label
 
+
+@pytest.mark.slow
+def test_without_rules_decide_quiet_multi_turn_sessions_stay_undetermined(simulated: Simulated) -> None:
+    # The same traffic with the pack's listing removed: context repair abstains wherever no phrase is found,
+    # so exactly the sessions truth calls smooth (several turns, no event) cannot be told apart from a
+    # repair in the user's own words; none is guessed smooth.
+    open_pack = PACK.model_copy(update={"rules_decide": ()})
+    rows = [collect_rules_only(c, open_pack) for c in simulated.convs]
+    out = analysis.outcomes(Observations(rows={"conversation": rows}), open_pack)
+    counts = {o: int(_result(out, f"outcome_count.{o}").value) for o in analysis.OUTCOMES}
+    smooth = simulated.summary["trajectory"]["outcome_share"]["smooth"]["k"]
+    assert counts["smooth"] == 0 and counts["undetermined"] == smooth > 0
+    single = {c.id for c in simulated.convs if len(c.turns) == 1}
+    per_session = {r.unit_id: r.value for r in out if r.metric == "outcome"}
+    assert {per_session[c] for c in single} <= {"censored", "struggled", "blocked"}

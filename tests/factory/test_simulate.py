@@ -18,6 +18,7 @@ from factory.simulate import (
     CONFIG,
     TRACES,
     TRUTH,
+    TRUTH_SESSIONS,
     TRUTH_SUMMARY,
     SimConfig,
     SimSummary,
@@ -93,7 +94,7 @@ def test_default_population_matches_the_study(full: tuple[Path, SimSummary]) -> 
     assert sum(s.segment_turns.values()) == s.raw_turns and s.segment_turns["real"] == s.real_turns
     assert all(s.segment_turns[k] > 0 for k in ("internal", "test", "suggestion", "synthetic"))
     assert s.planted == {}
-    assert set(s.files) == {"traces", "truth", "truth_summary", "config"}
+    assert set(s.files) == {"traces", "truth", "truth_sessions", "truth_summary", "config"}
     assert all(Path(p).is_file() for p in s.files.values())
     assert not list(out.glob(".*.tmp"))
 
@@ -207,6 +208,118 @@ def test_fresh_requests_do_not_come_out_as_resends(tmp_path: Path) -> None:
     assert pairs > 1000 and replays == 0 and wrong == []
 
 
+# --- session-level behaviour and outcome truth (Trajectory) ------------------------------------------------
+EVENTS = ("request_replay", "verbatim_replay", "context_repair", "clarification_loop", "session_termination",
+          "abandonment", "frustration")
+RECOVERY = EVENTS[:5]
+STUDY_OUTCOMES = {"smooth": 14, "struggled": 34, "blocked": 13, "censored": 46}  # 107 judged sessions
+
+
+def _sessions_from_truth_lines(truth: list[dict[str, Any]]) -> dict[str, tuple[dict[str, int], str]]:
+    """Per real session, (event counts, outcome) recomputed here from the per-turn labels of truth.jsonl by the
+    definitions of DESIGN.md section 4 (independently of the simulator's own code)."""
+    by_session: dict[str, list[dict[str, Any]]] = {}
+    for r in truth:
+        if r["segment"] == "real":
+            by_session.setdefault(r["session_id"], []).append(r)
+    out = {}
+    for sid, turns in by_session.items():
+        turns.sort(key=lambda r: r["turn_index"])
+        failed = [t["delivery"] != "delivered" for t in turns]
+        gave_up = sum(t["abandonment"] for t in turns)
+        if gave_up == 0 and len(turns) >= 2 and failed[-1] and failed[-2] and turns[-1]["is_replay"]:
+            gave_up = 1  # retried a failed request, failed again, left
+        events = {
+            "request_replay": sum(t["is_replay"] and not t["is_verbatim_replay"] for t in turns),
+            "verbatim_replay": sum(t["is_verbatim_replay"] for t in turns),
+            "context_repair": sum(t["context_repair"] for t in turns),
+            "clarification_loop": max(0, sum(t["asks_clarification"] for t in turns[:-1]) - 1),
+            "session_termination": int(failed[-1]),
+            "abandonment": gave_up,
+            "frustration": sum(t["frustration"] for t in turns),
+        }
+        if events["abandonment"] or events["frustration"]:
+            outcome = "blocked"
+        elif any(events[e] for e in RECOVERY):
+            outcome = "struggled"
+        else:
+            outcome = "censored" if len(turns) == 1 else "smooth"
+        out[sid] = (events, outcome)
+    return out
+
+
+def test_session_truth_is_the_outcome_rule_on_the_turn_labels(full: tuple[Path, SimSummary],
+                                                               full_summary: dict[str, Any]) -> None:
+    truth = read_jsonl(full[0] / TRUTH)
+    sessions = read_jsonl(full[0] / TRUTH_SESSIONS)
+    expected = _sessions_from_truth_lines(truth)
+    lengths = Counter(r["session_id"] for r in truth if r["segment"] == "real")
+    assert len(sessions) == len(expected) == full_summary["population"]["sessions"]
+    for rec in sessions:
+        events, outcome = expected[rec["session_id"]]
+        assert (rec["events"], rec["outcome"]) == (events, outcome), rec
+        assert rec["friction"] == sum(1 for e in RECOVERY if events[e])
+        assert rec["turns"] == lengths[rec["session_id"]]
+    # Per-turn labels are consistent with what the message is.
+    for r in truth:
+        assert r["frustration"] == (r["act"] == "frustration") and r["abandonment"] == (r["act"] == "abandonment")
+        assert r["context_repair"] == (r["act"] == "context_repair" and r["turn_index"] > 0)
+        assert not r["asks_clarification"] or r["delivery"] in ("delivered", "failed_truncated")
+    traj = full_summary["trajectory"]
+    n = len(sessions)
+    counts = Counter(rec["outcome"] for rec in sessions)
+    assert {o: traj["outcome_share"][o] for o in STUDY_OUTCOMES} == {
+        o: {"k": counts[o], "n": n, "rate": round(counts[o] / n, 6)} for o in STUDY_OUTCOMES}
+    for e in EVENTS:
+        k = sum(rec["events"][e] > 0 for rec in sessions)
+        assert traj["event_share"][e] == {"k": k, "n": n, "rate": round(k / n, 6)}, e
+    assert traj["mean_friction"] == round(sum(rec["friction"] for rec in sessions) / n, 6)
+
+
+def test_default_outcome_shares_are_near_the_study(full_summary: dict[str, Any]) -> None:
+    # One-turn sessions without an event are censored, and the study's share of single-turn sessions (63.4%, kept
+    # above) is larger than its judged sample's censored share (43%): the censored share follows the former.
+    # Among the other sessions, smooth / struggled / blocked are split as in the study (14 / 34 / 13 of 61).
+    traj = full_summary["trajectory"]
+    share = {o: rate(traj["outcome_share"][o]) for o in STUDY_OUTCOMES}
+    assert sum(share.values()) == pytest.approx(1.0, abs=1e-5)
+    single = rate(full_summary["conversation"]["single_turn_session_share"])
+    assert single - 0.05 <= share["censored"] <= single
+    rest = 1.0 - share["censored"]
+    study_rest = sum(STUDY_OUTCOMES[o] for o in ("smooth", "struggled", "blocked"))
+    for o in ("smooth", "struggled", "blocked"):
+        assert abs(share[o] / rest - STUDY_OUTCOMES[o] / study_rest) <= 0.1, o
+    assert all(traj["event_share"][e]["k"] >= 30 for e in EVENTS), traj["event_share"]
+    assert 0.15 <= traj["mean_friction"] <= 0.65  # study 0.65 with 43% censored
+
+
+BEHAVIOUR_RATES = ("frustration_after_failure_rate", "frustration_after_repeat_failure_rate",
+                   "frustration_after_success_rate", "abandonment_after_failure_rate",
+                   "abandonment_after_success_rate", "context_repair_rate", "clarification_rate",
+                   "clarification_repeat_rate")
+
+
+def _event_shares(out: Path, **knobs: Any) -> dict[str, float]:
+    simulate(SimConfig(users=150, seed=12, **knobs), out)
+    return {e: rate(v) for e, v in json.loads((out / TRUTH_SUMMARY).read_text())["trajectory"]["event_share"].items()}
+
+
+def test_behaviour_knobs_move_their_events(tmp_path: Path) -> None:
+    off = _event_shares(tmp_path / "off", **{k: 0.0 for k in BEHAVIOUR_RATES})
+    truth = read_jsonl(tmp_path / "off" / TRUTH)
+    # No vent, no give-up phrase, no repair; the agent asks to clarify only what a greeting or a 1-5 character
+    # prompt was about, and the user's answer to that is the only act left.
+    assert {r["act"] for r in truth} <= {None, "clarification_reply"}
+    assert all(r["short_prompt"] for r in truth if r["asks_clarification"] and r["act"] is None)
+    assert off["frustration"] == off["context_repair"] == 0.0
+    assert off["abandonment"] <= 0.01  # only users who resent a failed request, failed again and left
+    base = _event_shares(tmp_path / "base")
+    high = _event_shares(tmp_path / "high", frustration_after_success_rate=0.2, abandonment_after_success_rate=0.3,
+                         context_repair_rate=0.6, clarification_rate=0.3)
+    for e in ("frustration", "abandonment", "context_repair", "clarification_loop"):
+        assert off[e] < base[e] < high[e], e
+
+
 # --- OTLP well-formedness and agreement with truth --------------------------------------------------------
 def test_otlp_lines_are_well_formed_and_match_truth(full: tuple[Path, SimSummary]) -> None:
     out, s = full
@@ -300,13 +413,13 @@ def test_otlp_adapter_reads_the_output(tmp_path: Path) -> None:
 
 # --- determinism, small sizes, progress ---------------------------------------------------------------------
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path: Path) -> None:
-    files = (TRACES, TRUTH, TRUTH_SUMMARY, CONFIG)
+    files = (TRACES, TRUTH, TRUTH_SESSIONS, TRUTH_SUMMARY, CONFIG)
     simulate(SimConfig(users=60, seed=5), tmp_path / "a")
     simulate(SimConfig(users=60, seed=5), tmp_path / "b")
     simulate(SimConfig(users=60, seed=6), tmp_path / "c")
     for name in files:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    for name in (TRACES, TRUTH, CONFIG):
+    for name in (TRACES, TRUTH, TRUTH_SESSIONS, CONFIG):
         assert (tmp_path / "a" / name).read_bytes() != (tmp_path / "c" / name).read_bytes(), name
 
 

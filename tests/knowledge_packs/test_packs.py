@@ -447,3 +447,53 @@ def test_clauses_merge_by_id_through_extends(tmp_path: Path) -> None:
     assert [(c.id, c.text) for c in pack.clauses] == [("c1", "Say hi."), ("c2", "Two revised."), ("c3", "Three.")]
     assert pack.clauses[1].obligation.regex == "y"
     assert pack.clauses[0].digest() != pack.clauses[1].digest()
+
+
+# ---- rules_decide: items whose rule's abstention is final for this agent -----------------------------------
+
+
+def test_rules_decide_is_set_for_context_repair_in_business_analysis_only() -> None:
+    assert load_pack("default").rules_decide == ()
+    assert load_pack("airline").rules_decide == ()
+    business = load_pack("business_analysis")
+    assert business.rules_decide == ("trajectory.context_repair",)
+    # The digest (in every cache key) moves with the listing, so data collected under the old pack is not reused.
+    assert business.model_copy(update={"rules_decide": ()}).digest() != business.digest()
+
+
+def test_rules_decide_is_inherited_and_replaced_as_a_whole(tmp_path: Path) -> None:
+    child = write(tmp_path / "child.yaml", """
+        name: child
+        version: '1'
+        extends: business_analysis
+    """)
+    assert load_pack(child).rules_decide == ("trajectory.context_repair",)
+    write(child, """
+        name: child
+        version: '1'
+        extends: business_analysis
+        rules_decide: [trajectory.frustration]
+    """)
+    assert load_pack(child).rules_decide == ("trajectory.frustration",)
+    write(child, """
+        name: child
+        version: '1'
+        extends: business_analysis
+        rules_decide: []
+    """)
+    assert load_pack(child).rules_decide == ()
+
+
+@pytest.mark.parametrize(("body", "expected"), [
+    ("rules_decide: [context_repair]", "rules_decide.0: String should match pattern"),
+    ("rules_decide: [Trajectory.Context_Repair]", "rules_decide.0: String should match pattern"),
+    ("rules_decide: trajectory.context_repair", "rules_decide: Input should be a valid"),
+    ("rules_decide: [trajectory.context_repair, trajectory.context_repair]",
+     "rules_decide: items listed more than once: trajectory.context_repair"),
+])
+def test_invalid_rules_decide_names_file_and_field(tmp_path: Path, body: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"name: t\nversion: '1'\n{body}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        load_pack(path)
+    assert str(err.value).startswith(f"{path}: ") and expected in str(err.value), str(err.value)

@@ -60,7 +60,8 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
        tiers=("rule", "small_model"),
        description="Rule: a request after the first matching the pack's context_repair lexicon -> yes (fact: "
                    "number of such requests); a one-turn session -> no (nothing earlier to repair). Otherwise the "
-                   "rule abstains: a restatement in the user's own words needs a model."),
+                   "rule abstains (a restatement in the user's own words needs a model), unless the pack lists "
+                   "this item in rules_decide: then no."),
     _d(CLARIFICATION_LOOP,
        "Does the agent ask the user to clarify, the user answer, and the agent ask again?",
        description="Rule: an answer matching the pack's clarification lexicon that the user answers (a request "

@@ -3,7 +3,9 @@
 Replays are decided by text similarity alone. Lexicon events (context repair, clarification, abandonment,
 frustration) match the pack's patterns of every language on normalized text (`evaluators.provenance.normalize`:
 NFKC, zero-width characters dropped, spaces between CJK characters dropped) and cite the original characters.
-Where a phrase list cannot decide (a context repair in the user's own words) the rule abstains for a model.
+Where a phrase list cannot decide (a context repair in the user's own words) the rule abstains for a model,
+unless the pack lists the item in `rules_decide` (its lexicon is trusted complete for that agent): then
+finding nothing is a "no".
 
 A turn is failed when its delivery state is one of the failures (as `execution.delivered` decides it), delivered
 when it is `delivered`, and undecided when the source cannot tell.
@@ -31,7 +33,7 @@ from evaluators.provenance import normalize as _norm
 from evaluators.stats import bigram_jaccard, normalize_text
 from knowledge_packs import KnowledgePack, compile_pattern
 
-VERSION = f"1+norm{_norm.VERSION}"
+VERSION = f"2+norm{_norm.VERSION}"
 """Version of these rules, including the text normalization the lexicons match on."""
 
 LexiconKind = Literal["frustration", "abandonment", "clarification", "context_repair"]
@@ -164,6 +166,9 @@ def context_repair(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
                           reason=_lexicon_reason(found))
     if len(conv.turns) < 2:
         return RuleAnswer("no", fact=0.0, reason="a single request has no earlier context to repair")
+    if CONTEXT_REPAIR in ctx.pack.rules_decide:
+        return RuleAnswer("no", fact=0.0, reason=f"no repair phrase in {len(conv.turns) - 1} later requests; the "
+                                                 f"pack {ctx.pack.name!r} trusts its lexicon (rules_decide)")
     return RuleAnswer(None, reason="no repair phrase; a restatement in the user's own words needs a model")
 
 
