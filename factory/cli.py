@@ -237,7 +237,8 @@ def run(
     for name, comp in report.components.items():
         table = Table(title=f"{name}", show_header=True, title_justify="left")
         for col in ("metric", "layer", "stratum", "value", "95% CI", "n"):
-            table.add_column(col, justify="right" if col in ("value", "n") else "left")
+            table.add_column(col, justify="right" if col in ("value", "n") else "left",
+                             overflow="fold", no_wrap=col in ("value", "95% CI", "n"))
         for m in comp["metrics"][:25]:
             v = m["value"]
             ci = f"{m['low']:.3f}-{m['high']:.3f}" if m["low"] is not None and m["high"] is not None else ""
