@@ -66,25 +66,23 @@ def simulate(
     out_dir: Annotated[Path, typer.Option("--out", help="Directory to write traces and ground truth into.")] = Path(
         "sim"
     ),
-    users: Annotated[int, typer.Option("--users", min=1, help="Number of simulated users.")] = 1136,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed: same seed, same bytes.")] = 0,
+    users: Annotated[
+        int | None, typer.Option("--users", min=1, help="Number of simulated users [default: 1136].")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed: same seed, same bytes [default: 0].")] = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="YAML or JSON file with more simulator knobs (SimConfig).")
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write simulated traffic of a business-analysis agent (OTLP JSON lines) with its ground truth."""
-    from factory.simulate import SimConfig, simulate as run_sim
+    from factory.simulate import SimConfig, load_config, simulate as run_sim
 
+    overrides = {k: v for k, v in (("users", users), ("seed", seed)) if v is not None}
     try:
-        knobs: dict[str, Any] = {}
-        if config is not None:
-            import yaml
-
-            knobs = yaml.safe_load(config.read_text(encoding="utf-8")) or {}
-        cfg = SimConfig.model_validate({**knobs, "users": users, "seed": seed})
+        cfg = load_config(config, **overrides) if config is not None else SimConfig(**overrides)
         with _progress(quiet=as_json) as progress:
-            task = progress.add_task("simulating users", total=users)
+            task = progress.add_task("simulating users", total=cfg.users)
             summary = run_sim(cfg, out_dir, progress=lambda done, total: progress.update(task, completed=done))
     except (AgentFactoryError, ValueError, OSError) as e:
         raise _fail(e) from e
