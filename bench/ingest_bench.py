@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import resource
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from common import child_json  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -101,14 +102,7 @@ def write_synthetic_otlp(path: Path, *, spans: int, seed: int = 0) -> Path:
 def run_child(src: Path, store: Path, pack: str) -> dict[str, float]:
     if store.exists():
         store.unlink()
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(src), str(store), pack], capture_output=True, text=True, env=env,
-        cwd=ROOT, check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"child failed for {src}:\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, str(src), str(store), pack)
 
 
 def main() -> None:

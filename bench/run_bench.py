@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from common import child_json  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
@@ -50,14 +51,7 @@ def parse_only_seconds(path: Path) -> float:
 
 
 def child(store: Path, cache: Path) -> dict:
-    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG"):
-        env.pop(var, None)
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(store), str(cache)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"child failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, str(store), str(cache))
 
 
 def main() -> None:
