@@ -176,60 +176,87 @@ def build(
     out.print(f"suite written to {target} ({data.get('files', '?')} files); review it, then run with --suite {target}")
 
 
-@app.command()
-def run(
-    store: StoreOpt = DEFAULT_STORE,
-    suite: Annotated[
-        Path | None, typer.Option("--suite", help="Suite directory (suite.yaml: pack and components).")
-    ] = None,
-    pack: Annotated[
-        str | None,
-        typer.Option("--pack", envvar="AGENT_FACTORY_PACK", help="Knowledge pack; default: the one used at ingest."),
-    ] = None,
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present."),
-    ] = None,
-    cache_dir: Annotated[
-        Path | None, typer.Option("--cache", help="Cache directory; default: beside the store.")
-    ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Units collected at once.")] = 8,
-    as_json: JsonOpt = False,
-) -> None:
-    """Evaluate the store: collect atomic data (rules, then models), run every analysis, store the results."""
+SuiteOpt = Annotated[
+    Path | None, typer.Option("--suite", help="Suite directory (built by `build`, approved by `approve`).")
+]
+RunPackOpt = Annotated[
+    str | None,
+    typer.Option("--pack", envvar="AGENT_FACTORY_PACK", help="Knowledge pack; default: the one used at ingest."),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present."),
+]
+CacheOpt = Annotated[Path | None, typer.Option("--cache", help="Cache directory; default: beside the store.")]
+UnapprovedOpt = Annotated[
+    bool, typer.Option("--unapproved", help="Run a built suite nobody has approved yet (its working files).")
+]
+
+
+def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, config: Path | None,
+            cache_dir: Path | None, unapproved: bool, concurrency: int = 8, full: bool = False) -> Any:
+    """The pipeline runner for a store and suite (says on stderr which suite version runs)."""
     from evaluators.collect import Budget, Cascade, DatumCache, load_model_config
     from factory.run import Runner
     from factory.suite import load_suite
 
+    chosen = load_suite(suite, pack=pack, store=st, allow_unapproved=unapproved)
+    if chosen.notice:
+        err.print(f"[yellow]note:[/yellow] {chosen.notice}", soft_wrap=True)
+    cfg = load_model_config(config)
+    cascade = Cascade(
+        cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"), budget=Budget(cfg.budget),
+    )
+    return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
+                  full=full)
+
+
+def _run_line(report: Any) -> str:
+    p, items = report.plan, report.items
+    return (
+        f"run {report.run_id}: {p['trigger']}; users visited {p['users_visited']:,} of {p['users_total']:,}, "
+        f"definitions recollected {p['definitions_recollected']} of {p['definitions_total']}, "
+        f"analyses rerun {p['analyses_rerun']} of {p['analyses_total']} ({report.seconds:.1f}s)\n"
+        f"items: collected {items['collected']:,}, reused {items['reused'] + items['kept']:,} "
+        f"({items['kept']:,} kept in the store, {items['reused']:,} from the cache), "
+        f"uncollected {items['uncollected']:,}; model calls {report.model_calls}; results "
+        f"{report.results['added']:,} added, {report.results['removed']:,} removed, "
+        f"{report.results['unchanged']:,} unchanged"
+    )
+
+
+@app.command()
+def run(
+    store: StoreOpt = DEFAULT_STORE,
+    suite: SuiteOpt = None,
+    pack: RunPackOpt = None,
+    config: ConfigOpt = None,
+    cache_dir: CacheOpt = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Units collected at once.")] = 8,
+    full: Annotated[
+        bool, typer.Option("--full", help="Recompute everything (through the cache) instead of only what changed.")
+    ] = False,
+    unapproved: UnapprovedOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Evaluate the store: recollect only what changed since the last run (new traces, changed definitions),
+    rerun the analyses that read it, and merge the results into the store."""
     if not store.exists():
         raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
         with Store(store) as st:
-            chosen = load_suite(suite, pack=pack, store=st)
-            cfg = load_model_config(config)
-            cascade = Cascade(
-                cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"),
-                budget=Budget(cfg.budget),
-            )
-            users = st.con.execute(
-                "SELECT count(DISTINCT coalesce(user_id, conversation_id)) FROM turns"
-            ).fetchone()[0]  # type: ignore[index]
+            runner = _runner(st, store, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
+                             unapproved=unapproved, concurrency=concurrency, full=full)
             with _progress(quiet=as_json) as progress:
-                task = progress.add_task("evaluating users", total=users)
-                report = Runner(
-                    st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
-                    progress=lambda done: progress.update(task, completed=done),
-                ).run()
+                task = progress.add_task("evaluating users", total=runner.users_to_visit())
+                runner.progress = lambda done: progress.update(task, completed=done)
+                report = runner.run()
     except AgentFactoryError as e:
         raise _fail(e) from e
     if as_json:
         _emit_json(report.model_dump(mode="json"))
         return
-    out.print(
-        f"run {report.run_id}: {sum(report.units.values()):,} units, model calls {report.model_calls}, "
-        f"items collected {report.items['collected']:,}, reused {report.items['reused']:,}, "
-        f"uncollected {report.items['uncollected']:,} ({report.seconds:.1f}s)"
-    )
+    out.print(_run_line(report), markup=False)
     if report.uncollected_reasons:
         out.print("uncollected by reason: " + ", ".join(f"{k}: {v:,}" for k, v in report.uncollected_reasons.items()))
     for name, comp in report.components.items():
@@ -245,6 +272,64 @@ def run(
         if len(comp["metrics"]) > 25:
             table.caption = f"{len(comp['metrics']) - 25} more in --json"
         out.print(table)
+
+
+@app.command()
+def watch(
+    directory: Annotated[Path, typer.Argument(help="Directory to watch for new trace files.")],
+    store: StoreOpt = DEFAULT_STORE,
+    suite: SuiteOpt = None,
+    pack: RunPackOpt = None,
+    config: ConfigOpt = None,
+    cache_dir: CacheOpt = None,
+    interval: Annotated[float, typer.Option("--interval", min=0.0, help="Seconds between scans.")] = 10.0,
+    settle: Annotated[
+        float, typer.Option("--settle", min=0.0, help="Seconds a file must stay unchanged before it is read.")
+    ] = 2.0,
+    cycles: Annotated[
+        int | None, typer.Option("--cycles", min=1, help="Stop after this many scans [default: run until Ctrl-C].")
+    ] = None,
+    unapproved: UnapprovedOpt = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest new trace files as they appear in DIR and run the pipeline on them (only new units are computed)."""
+    from factory.watch import Cycle
+    from factory.watch import watch as run_watch
+
+    if not directory.is_dir():
+        raise _fail(AgentFactoryError(f"{directory}: not a directory"))
+    store.parent.mkdir(parents=True, exist_ok=True)
+
+    def make_run(st: Store) -> Any:
+        return _runner(st, store, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
+                       unapproved=unapproved).run()
+
+    def show(c: Cycle) -> None:
+        if as_json:
+            sys.stdout.write(json.dumps(c.model_dump(mode="json"), ensure_ascii=False, default=str) + "\n")
+            sys.stdout.flush()
+            return
+        ing = c.ingest
+        head = f"cycle {c.cycle}: {len(c.new_files)} new file(s)"
+        if ing is not None:
+            head += f", read {ing.read}, accepted {ing.accepted}, quarantined {ing.quarantined}"
+        if c.waiting:
+            head += f"; {len(c.waiting)} still being written"
+        out.print(head, markup=False)
+        if c.run is not None:
+            out.print(_run_line(c.run), markup=False)
+
+    try:
+        from factory.suite import load_suite
+
+        with Store(store) as st:  # the suite's pack also segments the traffic at ingest
+            kp = load_suite(suite, pack=pack, store=st, allow_unapproved=unapproved).pack
+        run_watch(directory, store, pack=kp, make_run=make_run, interval=interval, settle=settle, cycles=cycles,
+                  on_cycle=show)
+    except AgentFactoryError as e:
+        raise _fail(e) from e
+    except KeyboardInterrupt:
+        err.print("stopped")
 
 
 @app.command()
@@ -288,3 +373,6 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
 def main() -> None:  # pragma: no cover - console entry
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     app()
+
+
+from factory import cli_review  # noqa: E402,F401  (registers diff and approve)

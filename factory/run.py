@@ -1,7 +1,8 @@
-"""The evaluation run: units from the store -> collection cascade -> atomic data -> analyses -> results.
+"""The evaluation run: the pipeline graph decides what changed; units from the store -> collection cascade ->
+atomic data (store) -> analyses over the stored data -> results merged into the store.
 
 This is the only place that joins I/O (store, cache, models through the cascade) with the pure parts (rules,
-analyses). Data are written as they are collected; analyses run once over the compact rows of every unit.
+analyses, the graph). Data are written as they are collected; analyses read every analysed unit's stored data.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from adapters.model import Conversation, EvidencePointer, Turn
+from evaluators.collect.reasons import retry_later
 from evaluators.core import (
     AtomicDatum,
     ComponentSpec,
@@ -28,7 +31,22 @@ from evaluators.core import (
     Observations,
     Result,
     SpanView,
-    UnitRow,
+)
+from factory.pipeline.graph import VERSION as GRAPH_VERSION
+from factory.pipeline.graph import Dirty, TracesState, build_graph, describe, dirty, fingerprints, reads_component
+from factory.pipeline.state import (
+    all_user_keys,
+    count_items,
+    count_rows,
+    current_sources,
+    data_counts,
+    drop_items,
+    drop_users,
+    load_previous,
+    load_rows,
+    merge_results,
+    save_state,
+    users_touched,
 )
 from factory.store import Batch, Store, dumps
 from factory.units import UserUnits, iter_user_units
@@ -47,6 +65,8 @@ class Collector(Protocol):
     @property
     def model_calls(self) -> int: ...
 
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str: ...
+
     @property
     def tokens(self) -> int: ...
 
@@ -63,11 +83,15 @@ class RunReport(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str
-    """Id of the run (results and data rows carry it)."""
+    """Id of the run (results and data rows it wrote carry it)."""
     seconds: float
     """Wall time."""
+    plan: dict[str, Any]
+    """What the pipeline found changed since the last complete run and therefore recomputed: `trigger`
+    (first run / full / new traces / suite change / nothing changed), users visited of all, definitions
+    recollected of all, analyses rerun of all."""
     units: dict[str, int]
-    """Units evaluated per layer."""
+    """Units collected per layer by this run (0 when nothing changed)."""
     model_calls: int
     """Model calls made (0 on a rerun with nothing changed)."""
     tokens: int
@@ -75,38 +99,27 @@ class RunReport(BaseModel):
     cost_usd: float
     """Cost from litellm's local cost map."""
     items: dict[str, int]
-    """Data items: collected (newly), reused (from the cache), uncollected (with a reason)."""
+    """Data items: collected (newly), reused (found in the cache under an unchanged key), kept (stored data
+    of unchanged definitions on unchanged units, not revisited), uncollected (with a reason)."""
     uncollected_reasons: dict[str, int]
-    """Uncollected items by reason."""
+    """Uncollected items of this run by reason."""
+    results: dict[str, int]
+    """Stored results: added, removed, unchanged (byte-identical rows, left as they were)."""
     components: dict[str, dict[str, Any]]
-    """Per component: data counts by value and the population-level results."""
+    """Per component: stored data counts by value and the population-level results."""
 
 
 @dataclass
 class _Acc:
-    rows: dict[Layer, list[UnitRow]] = field(default_factory=lambda: {"span": [], "trace": [], "conversation": [],
-                                                                         "engagement": []})
     units: Counter[str] = field(default_factory=Counter)
-    values: dict[str, Counter[str]] = field(default_factory=dict)
     reasons: Counter[str] = field(default_factory=Counter)
-    items: Counter[str] = field(default_factory=Counter)
+    written: int = 0
+    uncollected: int = 0
+    retry_items: set[str] = field(default_factory=set)
 
 
 def _epoch(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
-
-
-def _row(unit_id: str, layer: Layer, data: Iterable[AtomicDatum], *, user: str | None, conv: str | None, index: int,
-         start: datetime | None, end: datetime | None, mode: str | None, admitted: set[str]) -> UnitRow:
-    values: dict[str, Any] = {}
-    facts: dict[str, Any] = {}
-    for d in data:
-        if d.item not in admitted:
-            continue
-        values[d.item] = d.value
-        if d.fact is not None:
-            facts[d.item] = d.fact
-    return UnitRow(unit_id, layer, user, conv, index, _epoch(start), _epoch(end), mode, values, facts)
 
 
 def definitions_by_layer(
@@ -123,42 +136,129 @@ def definitions_by_layer(
     return out
 
 
+_Defs = dict[Layer, dict[str, list[DataDefinition]]]
+
+
+def _restrict(defs: _Defs, items: frozenset[str]) -> _Defs:
+    """Only the definitions `items`, every layer kept (possibly empty)."""
+    return {layer: {c: [d for d in ds if d.id in items] for c, ds in comps.items() if any(d.id in items for d in ds)}
+            for layer, comps in defs.items()}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What this run will compute (see `factory.pipeline.graph.dirty`)."""
+
+    trigger: str
+    dirty: Dirty
+    users: frozenset[str] | None
+    """Users whose units are rebuilt with every definition (None: all)."""
+    visit_all: bool
+    """Whether every user is visited (some definitions changed, or everything is rebuilt)."""
+    users_total: int
+
+
 class Runner:
-    """Runs every component over every unit of the store."""
+    """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
+
+    A first run (or `full=True`) collects every definition on every unit. Later runs compare the graph's
+    fingerprints with the last complete run's: units of users touched by new files are rebuilt, definitions
+    whose v changed are recollected on every unit, and only analyses downstream of a change rerun. With
+    nothing changed, nothing is collected or analysed.
+    """
 
     def __init__(
         self, store: Store, *, pack: KnowledgePack, collector: Collector, specs: Sequence[ComponentSpec],
-        concurrency: int = 8, progress: Callable[[int], None] | None = None,
+        concurrency: int = 8, progress: Callable[[int], None] | None = None, full: bool = False,
     ) -> None:
         self.store, self.pack, self.collector, self.specs = store, pack, collector, list(specs)
         self.concurrency = concurrency
         self.progress = progress
+        self.full = full
         self.defs = definitions_by_layer(self.specs, pack)
-        self.admitted = {d.id for layer in self.defs.values() for ds in layer.values() for d in ds if d.admitted}
+        self.by_id = {d.id: d for layer in self.defs.values() for ds in layer.values() for d in ds}
+        self.component_of = {d.id: c for layer in self.defs.values() for c, ds in layer.items() for d in ds}
+        self.admitted = {i for i, d in self.by_id.items() if d.admitted}
         self.run_id = uuid.uuid4().hex[:12]
         self.acc = _Acc()
         self.batch = Batch(store.con, "atomic_data")
+        self.unit_batch = Batch(store.con, "units")
+        by_component: dict[str, list[DataDefinition]] = {}
+        for i, d in self.by_id.items():
+            by_component.setdefault(self.component_of[i], []).append(d)
+        self.sources = current_sources(store)
+        self.horizon = _epoch(store.horizon())
+        self.traces = TracesState(sources=self.sources, window_days=pack.thresholds.window_days)
+        self.graph = build_graph(
+            specs=self.specs, definitions=by_component, pack=pack, traces=self.traces,
+            versions={i: collector.definition_version(d, pack) for i, d in self.by_id.items()},
+        )
+        self._plan: Plan | None = None
 
-    async def _collect(self, unit_id: str, layer: Layer, unit: Any, *, only: set[str] | None = None,
+    # ---- planning ----------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        """Compare the graph with the last complete run's and decide what to recompute."""
+        if self._plan is not None:
+            return self._plan
+        prev = None if self.full else load_previous(self.store, graph_version=GRAPH_VERSION)
+        d = dirty(self.graph, prev.fingerprints if prev else None)
+        total = all_user_keys(self.store)
+        users: frozenset[str] | None = frozenset()
+        reasons: list[str] = []
+        if prev is None:
+            users, reasons = None, ["full" if self.full else "first run"]
+        elif d.traces_changed:
+            if prev.window_days != self.traces.window_days or not prev.sources <= self.sources:
+                users, reasons = None, ["engagement window or file set changed"]
+            else:
+                new = self.sources - prev.sources
+                users = frozenset(users_touched(
+                    self.store, new_sources=new, old_horizon=prev.horizon, new_horizon=self.horizon,
+                    window_days=self.traces.window_days))
+                reasons.append(f"{len(new)} new trace file(s)")
+        if prev is not None and d.items:
+            reasons.append(f"{len(d.items)} definition(s) changed")
+        elif prev is not None and d.analyses and not d.traces_changed:
+            reasons.append(f"{len(d.analyses)} analysis version(s) changed")
+        self._plan = Plan(
+            trigger="; ".join(reasons) or "nothing changed", dirty=d, users=users,
+            visit_all=users is None or bool(d.items and prev is not None), users_total=total,
+        )
+        return self._plan
+
+    def users_to_visit(self) -> int:
+        p = self.plan()
+        if p.visit_all or p.users is None:
+            return p.users_total
+        return len(p.users)
+
+    # ---- collection ----------------------------------------------------------------------------
+
+    async def _collect(self, defs: _Defs, unit_id: str, layer: Layer, unit: Any, *, only: set[str] | None = None,
                        injections: Sequence[EvidencePointer] = (),
-                       context: EngagementView | None = None) -> list[AtomicDatum]:
+                       context: EngagementView | None = None) -> bool:
+        """Collect `defs` of the unit's layer; False when there was nothing to collect."""
         out: list[AtomicDatum] = []
-        for component, defs in self.defs[layer].items():
+        for component, ds in defs[layer].items():
             if only is not None and component not in only:
                 continue
             data = await self.collector.collect(
-                unit_id=unit_id, layer=layer, unit=unit, definitions=defs, pack=self.pack,
+                unit_id=unit_id, layer=layer, unit=unit, definitions=ds, pack=self.pack,
                 injection_ranges=injections, context=context,
             )
             out.extend(data)
         for d in out:
-            self._store(d, component_of=d.item.split(".", 1)[0])
-        return out
+            self._store(d)
+        return bool(out)
 
-    def _store(self, d: AtomicDatum, *, component_of: str) -> None:
-        self.acc.values.setdefault(component_of, Counter())[d.value] += 1
+    def _store(self, d: AtomicDatum) -> None:
+        self.acc.written += 1
         if d.value == "uncollected":
+            self.acc.uncollected += 1
             self.acc.reasons[(d.reason or "").split(":")[0]] += 1
+            if retry_later(d.reason):
+                self.acc.retry_items.add(d.item)
         self.batch.add({
             "unit_id": d.unit_id, "item": d.item, "layer": d.layer, "item_version": d.item_version,
             "value": d.value, "fact": dumps(d.fact), "reason": d.reason,
@@ -168,63 +268,62 @@ class Runner:
             "coverage": d.coverage, "key": d.key, "run_id": self.run_id,
         })
 
-    async def _turn(self, turn: Turn, *, real: bool) -> None:
+    def _unit(self, unit_id: str, layer: Layer, *, user_key: str, user: str | None, conv: str | None, index: int,
+              start: datetime | None, end: datetime | None, mode: str | None, analysed: bool = True) -> None:
+        self.acc.units[layer] += 1
+        self.unit_batch.add({
+            "unit_id": unit_id, "layer": layer, "user_key": user_key, "user_id": user, "conversation_id": conv,
+            "idx": index, "start_epoch": _epoch(start), "end_epoch": _epoch(end), "mode": mode,
+            "analysed": analysed, "run_id": self.run_id,
+        })
+
+    async def _turn(self, defs: _Defs, key: str, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by Provenance only; everything else reads real traffic.
         only = None if real else {"provenance"}
-        data = await self._collect(turn.id, "trace", turn, only=only)
-        self.acc.units["trace"] += 1
-        if not real:
+        if await self._collect(defs, turn.id, "trace", turn, only=only):
+            self._unit(turn.id, "trace", user_key=key, user=turn.user_id, conv=turn.conversation_id,
+                       index=turn.index, start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
+        if not real or not defs["span"]:
             return
-        self.acc.rows["trace"].append(_row(
-            turn.id, "trace", data, user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-            start=turn.start, end=turn.end, mode=turn.mode, admitted=self.admitted,
-        ))
-        if self.defs["span"]:
-            for span in turn.spans:
-                sdata = await self._collect(span.id, "span", SpanView(span=span, turn=turn))
-                self.acc.units["span"] += 1
-                self.acc.rows["span"].append(_row(
-                    span.id, "span", sdata, user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                    start=span.start, end=span.end, mode=turn.mode, admitted=self.admitted,
-                ))
+        for span in turn.spans:
+            if await self._collect(defs, span.id, "span", SpanView(span=span, turn=turn)):
+                self._unit(span.id, "span", user_key=key, user=turn.user_id, conv=turn.conversation_id,
+                           index=turn.index, start=span.start, end=span.end, mode=turn.mode)
 
-    async def _conversation(self, conv: Conversation, view: EngagementView) -> None:
-        data = await self._collect(conv.id, "conversation", conv, context=view)
-        self.acc.units["conversation"] += 1
-        first = conv.turns[0] if conv.turns else None
-        self.acc.rows["conversation"].append(_row(
-            conv.id, "conversation", data, user=conv.user_id, conv=conv.id, index=0, start=conv.start,
-            end=conv.end, mode=first.mode if first else None, admitted=self.admitted,
-        ))
+    async def _conversation(self, defs: _Defs, key: str, conv: Conversation, view: EngagementView) -> None:
+        if await self._collect(defs, conv.id, "conversation", conv, context=view):
+            first = conv.turns[0] if conv.turns else None
+            self._unit(conv.id, "conversation", user_key=key, user=conv.user_id, conv=conv.id, index=0,
+                       start=conv.start, end=conv.end, mode=first.mode if first else None)
 
-    async def _engagement(self, view: EngagementView) -> None:
+    async def _engagement(self, defs: _Defs, key: str, view: EngagementView) -> None:
         eng = view.engagement
-        data = await self._collect(eng.id, "engagement", view)
-        self.acc.units["engagement"] += 1
-        self.acc.rows["engagement"].append(_row(
-            eng.id, "engagement", data, user=eng.user_id, conv=None, index=0, start=eng.window_start,
-            end=eng.window_end, mode=None, admitted=self.admitted,
-        ))
+        if await self._collect(defs, eng.id, "engagement", view):
+            self._unit(eng.id, "engagement", user_key=key, user=eng.user_id, conv=None, index=0,
+                       start=eng.window_start, end=eng.window_end, mode=None)
 
-    async def _user(self, u: UserUnits) -> None:
-        tasks = [self._turn(t, real=False) for t in u.excluded]
+    async def _user(self, u: UserUnits, defs: _Defs) -> None:
+        tasks = [self._turn(defs, u.user_key, t, real=False) for t in u.excluded]
         if u.view is not None:
             for conv in u.view.conversations:
-                tasks += [self._turn(t, real=True) for t in conv.turns]
-                tasks.append(self._conversation(conv, u.view))
-            tasks.append(self._engagement(u.view))
+                tasks += [self._turn(defs, u.user_key, t, real=True) for t in conv.turns]
+                tasks.append(self._conversation(defs, u.user_key, conv, u.view))
+            tasks.append(self._engagement(defs, u.user_key, u.view))
         await asyncio.gather(*tasks)
 
-    async def _run_users(self) -> None:
+    async def _run_users(self, plan: Plan) -> None:
         sem = asyncio.Semaphore(self.concurrency)
         pending: set[asyncio.Task[None]] = set()
         done_users = 0
+        changed = _restrict(self.defs, plan.dirty.items) if plan.dirty.items else None
 
         async def one(u: UserUnits) -> None:
+            rebuilt = plan.users is None or u.user_key in plan.users
             async with sem:
-                await self._user(u)
+                await self._user(u, self.defs if rebuilt else changed)  # type: ignore[arg-type]
 
-        for u in iter_user_units(self.store, window_days=self.pack.thresholds.window_days):
+        which = None if plan.visit_all else plan.users
+        for u in iter_user_units(self.store, window_days=self.pack.thresholds.window_days, users=which):
             pending.add(asyncio.create_task(one(u)))
             if len(pending) >= self.concurrency * 2:
                 finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
@@ -239,59 +338,89 @@ class Runner:
         if self.progress:
             self.progress(done_users)
 
-    def _analyse(self) -> list[Result]:
-        for rows in self.acc.rows.values():
-            # Analyses read rows in (user, time) order whatever order collection finished in.
-            rows.sort(key=lambda r: (r.user_id or "", r.start if r.start is not None else 0.0, r.conversation_id
-                                     or "", r.index, r.unit_id))
-        horizon = self.store.horizon()
-        obs = Observations(rows=self.acc.rows, horizon=_epoch(horizon))
-        results: list[Result] = []
-        for spec in self.specs:
-            for analysis in spec.analyses:
-                results.extend(analysis.fn(obs, self.pack))
-        return results
+    # ---- analyses ------------------------------------------------------------------------------
 
-    def _write_results(self, results: list[Result]) -> None:
-        con = self.store.con
-        con.execute("DELETE FROM results")
-        batch = Batch(con, "results")
-        for r in results:
-            batch.add({
-                "component": r.component, "layer": r.layer, "metric": r.metric, "stratum": r.stratum,
-                "unit_id": r.unit_id, "value": dumps(r.value), "low": r.low, "high": r.high, "n": r.n,
-                "note": r.note, "analysis": r.analysis, "analysis_version": r.analysis_version,
-                "run_id": self.run_id,
-            })
-        batch.flush()
+    def _analyse(self, names: frozenset[str]) -> tuple[list[Result], set[str]]:
+        """Rerun the analyses `names` over the stored data of the components they read."""
+        wanted = [(spec, a) for spec in self.specs for a in spec.analyses if a.name in names]
+        if not wanted:
+            return [], set()
+        items = {i for i in self.admitted
+                 if any(reads_component(a.reads, spec.name, self.component_of[i]) for spec, a in wanted)}
+        obs = Observations(rows=load_rows(self.store, items=items), horizon=self.horizon)
+        results: list[Result] = []
+        for _spec, analysis in wanted:
+            results.extend(analysis.fn(obs, self.pack))
+        return results, {a.name for _s, a in wanted}
+
+    def _result_rows(self, results: Iterable[Result]) -> list[dict[str, Any]]:
+        return [{
+            "component": r.component, "layer": r.layer, "metric": r.metric, "stratum": r.stratum,
+            "unit_id": r.unit_id, "value": dumps(r.value), "low": r.low, "high": r.high, "n": r.n,
+            "note": r.note, "analysis": r.analysis, "analysis_version": r.analysis_version, "run_id": self.run_id,
+        } for r in results]
+
+    def _components(self) -> dict[str, dict[str, Any]]:
+        counts = data_counts(self.store)
+        out: dict[str, dict[str, Any]] = {}
+        for spec in self.specs:
+            rows = self.store.con.execute(
+                "SELECT metric, layer, stratum, value, low, high, n FROM results WHERE component = ?"
+                " AND unit_id IS NULL ORDER BY analysis, metric, layer, stratum", [spec.name]).fetchall()
+            n = self.store.con.execute("SELECT count(*) FROM results WHERE component = ?", [spec.name]).fetchone()
+            out[spec.name] = {
+                "data": counts.get(spec.name, {}),
+                "results": int(n[0]) if n else 0,
+                "metrics": [{"metric": m, "layer": la, "stratum": st, "value": json.loads(v), "low": lo, "high": hi,
+                             "n": nn} for m, la, st, v, lo, hi, nn in rows],
+            }
+        return out
+
+    # ---- the run -------------------------------------------------------------------------------
 
     def run(self) -> RunReport:
         t0 = time.perf_counter()
         started = datetime.now(UTC)
-        asyncio.run(self._run_users())
-        self.batch.flush()
-        results = self._analyse()
-        self._write_results(results)
-        components: dict[str, dict[str, Any]] = {}
-        for spec in self.specs:
-            population = [r for r in results if r.component == spec.name and r.unit_id is None]
-            components[spec.name] = {
-                "data": dict(self.acc.values.get(spec.name, Counter())),
-                "results": sum(1 for r in results if r.component == spec.name),
-                "metrics": [
-                    {"metric": r.metric, "layer": r.layer, "stratum": r.stratum, "value": r.value, "low": r.low,
-                     "high": r.high, "n": r.n} for r in population
-                ],
-            }
-        total = sum(sum(v.values()) for v in self.acc.values.values())
-        uncollected = sum(v.get("uncollected", 0) for v in self.acc.values.values())
+        plan = self.plan()
+        d = plan.dirty
+        merged = {"added": 0, "removed": 0, "unchanged": count_rows(self.store, "results")}
+        if not d.nothing:
+            drop_items(self.store, keep=self.by_id)
+            drop_users(self.store, plan.users)
+            if plan.users is None or plan.users or d.items:
+                asyncio.run(self._run_users(plan))
+            self.batch.flush()
+            self.unit_batch.flush()
+            results, ran = self._analyse(d.analyses)
+            merged = merge_results(self.store, self._result_rows(results), analyses=ran,
+                                   keep_analyses={a.name for s in self.specs for a in s.analyses})
+        # Data a rerun could still collect (budget, provider errors) keep their definitions dirty.
+        fps = fingerprints(self.graph)
+        for item in self.acc.retry_items:
+            for node in (f"definition:{item}", *nx.descendants(self.graph, f"definition:{item}")):
+                fps[node] = "retry"
+        if not d.nothing or self.full:
+            save_state(self.store, fingerprints=fps, sources=self.sources, horizon=self.horizon,
+                       run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days)
         reused = self.collector.reused
+        stored = count_items(self.store)
         report = RunReport(
-            run_id=self.run_id, seconds=round(time.perf_counter() - t0, 3), units=dict(self.acc.units),
+            run_id=self.run_id, seconds=round(time.perf_counter() - t0, 3),
+            plan={
+                "trigger": plan.trigger,
+                "users_visited": self.users_to_visit() if not d.nothing else 0, "users_total": plan.users_total,
+                "users_rebuilt": plan.users_total if plan.users is None else len(plan.users),
+                "definitions_recollected": len(d.items), "definitions_total": len(self.by_id),
+                "analyses_rerun": len(d.analyses),
+                "analyses_total": sum(len(s.analyses) for s in self.specs),
+                "graph": describe(self.graph), "retry_next_run": sorted(self.acc.retry_items),
+            },
+            units=dict(self.acc.units),
             model_calls=self.collector.model_calls, tokens=self.collector.tokens,
             cost_usd=round(self.collector.cost_usd, 6),
-            items={"collected": total - uncollected - reused, "reused": reused, "uncollected": uncollected},
-            uncollected_reasons=dict(self.acc.reasons), components=components,
+            items={"collected": self.acc.written - self.acc.uncollected - reused, "reused": reused,
+                   "kept": stored - self.acc.written, "uncollected": self.acc.uncollected},
+            uncollected_reasons=dict(self.acc.reasons), results=merged, components=self._components(),
         )
         self.store.con.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?)",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -131,6 +131,19 @@ RESULT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "analysis_version": ("VARCHAR", pa.string()),
     "run_id": ("VARCHAR", pa.string()),
 }
+UNIT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "unit_id": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR NOT NULL", pa.string()),
+    "user_key": ("VARCHAR", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "conversation_id": ("VARCHAR", pa.string()),
+    "idx": ("INTEGER", pa.int32()),
+    "start_epoch": ("DOUBLE", pa.float64()),
+    "end_epoch": ("DOUBLE", pa.float64()),
+    "mode": ("VARCHAR", pa.string()),
+    "analysed": ("BOOLEAN", pa.bool_()),
+    "run_id": ("VARCHAR", pa.string()),
+}
 # Table -> (columns, key columns). Keys are enforced by the writes below, not by PRIMARY KEY constraints:
 # DuckDB keeps constraint indexes (ART) in memory, so they would make ingest memory grow with the records.
 TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = {
@@ -142,12 +155,14 @@ TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = 
     "quarantine": (QUARANTINE_COLUMNS, ()),
     "atomic_data": (DATUM_COLUMNS, ("unit_id", "item")),
     "results": (RESULT_COLUMNS, ()),
+    # The units a run collected (what analyses read besides the data, and which user owns each unit).
+    "units": (UNIT_COLUMNS, ("unit_id", "layer")),
 }
 # Tables holding rows of an input file (column source_id), and the staging table of spans awaiting assembly.
 _SOURCE_TABLES = ("spans", "turns", "conversations", "events", "provenance", "quarantine", "staged_spans")
 # Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the
 # others the first write of a key wins and later ones are skipped.
-_REPLACE_ON_CONFLICT = {"atomic_data"}
+_REPLACE_ON_CONFLICT = {"atomic_data", "units"}
 
 
 def dumps(value: Any) -> str:
@@ -284,6 +299,9 @@ class Store:
         for table, (cols, _keys) in TABLES.items():
             body = ", ".join(f"{name} {typ}" for name, (typ, _) in cols.items())
             c.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+        # The last complete run's pipeline fingerprints and the files it saw (factory.pipeline.state).
+        c.execute("CREATE TABLE IF NOT EXISTS pipeline_nodes (node VARCHAR, fp VARCHAR, run_id VARCHAR)")
+        c.execute("CREATE TABLE IF NOT EXISTS pipeline_sources (source_id VARCHAR)")
         staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
         c.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
         self.recover()
@@ -382,15 +400,23 @@ class Store:
 
     def iter_turns(
         self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
-        batch: int = 2000,
+        batch: int = 2000, users: Collection[str] | None = None,
     ) -> Iterator[Turn]:
         """Turns with their spans; memory bounded by `batch` turns.
 
         `order="conversation"`: by conversation, then turn index. `order="user"`: by user (the conversation id
-        stands in for a missing user), then time, so one user's turns arrive together.
+        stands in for a missing user), then time, so one user's turns arrive together. `users` keeps the turns
+        of those user keys only.
         """
-        where = "WHERE t.segment = ?" if segment is not None else ""
-        params = [segment] if segment is not None else []
+        conds: list[str] = []
+        params: list[Any] = []
+        if segment is not None:
+            conds.append("t.segment = ?")
+            params.append(segment)
+        if users is not None:
+            conds.append("coalesce(t.user_id, t.conversation_id) IN (SELECT unnest(?))")
+            params.append(sorted(users))
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
         order_by = (
             "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation"
             else "coalesce(t.user_id, t.conversation_id), t.start_time, t.conversation_id, t.idx, t.id"

@@ -6,7 +6,7 @@ kept aside for Provenance only, so excluded traffic is counted but never analyse
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
@@ -74,8 +74,10 @@ def engagement_view(
     return EngagementView(engagement=eng, conversations=convs, horizon=horizon)
 
 
-def iter_user_units(store: Store, *, window_days: float) -> Iterator[UserUnits]:
-    """Every user's units, user by user, in a stable order."""
+def iter_user_units(
+    store: Store, *, window_days: float, users: Collection[str] | None = None,
+) -> Iterator[UserUnits]:
+    """Every user's units (or those of `users`, by user key), user by user, in a stable order."""
     horizon = store.horizon()
     events_by_conv: dict[str, list[OutcomeEvent]] = {}
     events_by_user: dict[str, list[OutcomeEvent]] = {}
@@ -85,7 +87,7 @@ def iter_user_units(store: Store, *, window_days: float) -> Iterator[UserUnits]:
         if ev.user_id is not None:
             events_by_user.setdefault(ev.user_id, []).append(ev)
     attrs = store.conversation_attributes()
-    for key, group in groupby(store.iter_turns(segment=None, order="user"), key=user_key):
+    for key, group in groupby(store.iter_turns(segment=None, order="user", users=users), key=user_key):
         turns = list(group)
         seg = store.segments_of([t.id for t in turns])
         real = [t for t in turns if seg.get(t.id) == "real"]

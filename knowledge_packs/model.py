@@ -69,7 +69,19 @@ def _memo(pack: KnowledgePack, what: str, make: Callable[[], T]) -> T:
 
 
 def _digest(pack: KnowledgePack) -> str:
-    return _memo(pack, "digest", lambda: stable_id(pack.model_dump_json(), prefix="k"))
+    # A clause's `invariant` flag only changes how the conduct analysis reads its data (zero tolerance), never
+    # what is collected: confirming an invariant must not invalidate cached data keyed by this digest.
+    return _memo(pack, "digest", lambda: stable_id(
+        pack.model_dump_json(exclude={"clauses": {"__all__": {"invariant"}}}), prefix="k"))
+
+
+# What rules may read of a pack apart from its clauses: a clause's content enters the versions of the data
+# generated from it, and a pack's name, version and description are labels no rule reads.
+_NOT_KNOWLEDGE = {"clauses", "name", "version", "description", "extends"}
+
+
+def _knowledge_digest(pack: KnowledgePack) -> str:
+    return _memo(pack, "knowledge", lambda: stable_id(pack.model_dump_json(exclude=_NOT_KNOWLEDGE), prefix="k"))
 
 
 def _prefilter(pack: KnowledgePack) -> re.Pattern[str]:
@@ -416,8 +428,9 @@ class Clause(_Frozen):
         return v
 
     def digest(self) -> str:
-        """Content hash of the clause: enters the versions of the data generated from it."""
-        return stable_id(self.model_dump_json(), prefix="c")
+        """Content hash of the clause: enters the versions of the data generated from it. `invariant` is left
+        out: it changes the analysis of the data, not the data, so confirming an invariant recollects nothing."""
+        return stable_id(self.model_dump_json(exclude={"invariant"}), prefix="c")
 
 
 def _fields_fit_layer(cond: ClauseCondition, layer: object) -> None:
@@ -505,6 +518,12 @@ class KnowledgePack(_Frozen):
     def digest(self) -> str:
         """A content hash of the whole pack: enters cache keys so any change invalidates dependent results."""
         return _digest(self)
+
+    def knowledge_digest(self) -> str:
+        """A content hash of what rules read besides clauses (segments, baselines, lexicons, coverage,
+        thresholds, rules_decide): enters rule items' cache keys, so editing one clause recollects only the
+        data generated from that clause."""
+        return _knowledge_digest(self)
 
     def injection_prefilter(self) -> re.Pattern[str]:
         """One regex alternating every injection pattern: a text it does not match needs no per-pattern scan."""

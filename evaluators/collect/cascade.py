@@ -144,6 +144,10 @@ class Cascade:
     def reused(self) -> int:
         return self._counts.reused
 
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
+        """v of a definition in this cascade (every key of its data changes exactly when this does)."""
+        return self.keys.definition_version(d, pack)
+
     @property
     def collected(self) -> Counter[str]:
         """Newly collected data by tier (rule / small_model / jury)."""

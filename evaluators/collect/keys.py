@@ -2,7 +2,9 @@
 datum (DESIGN.md section 5: k = hash(v || hash(pi(x)))).
 
 v is computed once per definition (and pack), not once per unit: rule items' v covers the definition digest,
-the rule and applies-when rule (name, version, source digest) and the pack digest; model items' v covers the
+the rule and applies-when rule (name, version, source digest) and the pack's knowledge digest (the pack
+without its clauses: a clause's content is in the versions of the definitions made from it, so editing one
+clause changes the keys of that clause's items only); model items' v covers the
 definition digest (version and projection included), the model strings and families that may answer, the
 template digests, the escalation threshold and the redactor. pi(x) is the whole unit for rules and the
 projected evidence (with the injection ranges inside it) for models.
@@ -50,34 +52,45 @@ class CollectorKeys:
             self._versions[slot] = hit
         return hit[2]
 
-    def model_key(self, d: DataDefinition, evidence: ProjectedEvidence, ranges: Sequence[EvidencePointer]) -> str:
-        def parts() -> dict[str, Any]:
-            small, jury = self.small_for(d), self.jury_for(d)
-            return {
-                "stage": "model",
-                "definition": d.digest(),
-                "small": [small.name, small.family, self.templates["checklist"]] if small else None,
-                "jury": [[m.name, m.family] for m in jury],
-                "jury_template": self.templates["jury"] if jury else None,
-                "escalate_below": self.config.escalate_below if small and jury else None,
-                "redactor": self.redactor_id,
-            }
+    def _model_parts(self, d: DataDefinition) -> dict[str, Any]:
+        small, jury = self.small_for(d), self.jury_for(d)
+        return {
+            "stage": "model",
+            "definition": d.digest(),
+            "small": [small.name, small.family, self.templates["checklist"]] if small else None,
+            "jury": [[m.name, m.family] for m in jury],
+            "jury_template": self.templates["jury"] if jury else None,
+            "escalate_below": self.config.escalate_below if small and jury else None,
+            "redactor": self.redactor_id,
+        }
 
+    def _rule_parts(self, d: DataDefinition, pack: KnowledgePack) -> dict[str, Any]:
+        return {
+            "stage": "rule",
+            "definition": d.digest(),
+            "applies_when": [d.applies_when, *rule_identity(d.applies_when)] if d.applies_when else None,
+            "rule": [d.rule, *rule_identity(d.rule)] if d.rule and "rule" in d.tiers else None,
+            "pack": pack.knowledge_digest(),
+        }
+
+    def model_key(self, d: DataDefinition, evidence: ProjectedEvidence, ranges: Sequence[EvidencePointer]) -> str:
         shown = {(f.unit_id, f.field) for f in evidence.fields}
         flags = sorted((p.unit_id, p.field, p.start, p.end) for p in ranges if (p.unit_id, p.field) in shown)
-        return cache_key(self._v("model", d, None, parts), sha256(evidence.digest() + repr(flags)))
+        v = self._v("model", d, None, lambda: self._model_parts(d))
+        return cache_key(v, sha256(evidence.digest() + repr(flags)))
 
     def rule_key(self, d: DataDefinition, pack: KnowledgePack, unit_digest: str) -> str:
-        def parts() -> dict[str, Any]:
-            return {
-                "stage": "rule",
-                "definition": d.digest(),
-                "applies_when": [d.applies_when, *rule_identity(d.applies_when)] if d.applies_when else None,
-                "rule": [d.rule, *rule_identity(d.rule)] if d.rule and "rule" in d.tiers else None,
-                "pack": pack.digest(),
-            }
+        return cache_key(self._v("rule", d, pack, lambda: self._rule_parts(d, pack)), unit_digest)
 
-        return cache_key(self._v("rule", d, pack, parts), unit_digest)
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
+        """v of a definition in this cascade: every key of its data changes exactly when this does (the
+        pipeline compares it between runs to find the definitions whose data must be recollected)."""
+        parts: dict[str, Any] = {}
+        if d.applies_when or (d.rule and "rule" in d.tiers):
+            parts["rule"] = self._v("rule", d, pack, lambda: self._rule_parts(d, pack))
+        if any(t != "rule" for t in d.tiers):
+            parts["model"] = self._v("model", d, None, lambda: self._model_parts(d))
+        return version_digest(parts)
 
     def model_identity(self, tier: Tier) -> CollectorIdentity:
         """The small model or the whole jury (model strings joined by `+`, families by `,`), with the

@@ -36,3 +36,13 @@ class CascadeCounters:
     reused: int = 0
     collected: Counter[str] = field(default_factory=Counter)
     uncollected: Counter[str] = field(default_factory=Counter)
+
+
+# Of the transient reasons, those a rerun with the same suite and models could fix: the pipeline keeps their
+# definitions dirty. A missing model or jury, or a rule error, needs a config or code change, which changes v.
+_RETRY = (BUDGET_EXHAUSTED, SCHEMA_INVALID, MODEL_ERROR, FATAL_MODEL_ERROR)
+
+
+def retry_later(reason: str | None) -> bool:
+    """Whether an uncollected datum should be asked again by the next run even if nothing changed."""
+    return reason is not None and reason_category(reason) in _RETRY

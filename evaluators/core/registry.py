@@ -103,6 +103,11 @@ class Analysis:
     name: str
     version: str
     fn: AnalysisFn
+    reads: tuple[str, ...] = ()
+    """Other components whose data it reads (`*`: every component); its own component's data always. The
+    pipeline graph draws its edges from this, so a data change reruns exactly the analyses that read it."""
+    reads_clauses: bool = False
+    """Whether it reads the pack's clauses (editing a clause reruns it)."""
 
 
 @dataclass(frozen=True)

@@ -288,9 +288,12 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
                           *(f"evaluators/{c}.yaml" for c in ("execution", "substance", "trajectory", "results",
                                                               "conduct", "provenance", "adjudication"))}
     assert report.files == len(files)  # type: ignore[attr-defined]
-    suite = load_suite(out, pack=None)
+    suite = load_suite(out, pack=None, allow_unapproved=True)
     pack = load_pack(out / "pack.yaml")
-    assert suite.pack == pack and pack.extends == "default" and pack.name == "airline_en"
+    assert suite.notice and "not approved" in suite.notice
+    # The same pack, except that proposed invariants are not invariants until a person confirms them.
+    assert suite.pack.digest() == pack.digest() and not any(c.invariant for c in suite.pack.clauses)
+    assert pack.extends == "default" and pack.name == "airline_en"
     assert [c.id for c in pack.clauses] == [c.id for c in report.clauses]  # type: ignore[attr-defined]
     assert [c.name for c in suite.components] == ["execution", "substance", "trajectory", "results", "conduct",
                                                   "provenance", "adjudication"]
@@ -392,7 +395,7 @@ def test_tau_bench_airline_policy(tmp_path: Path) -> None:
     assert cancel and all(c.clause.trigger.tool_names == ("cancel_reservation",) for c in cancel)
     # The CLI path: the airline base pack supplies the write tools; the handoff is then found in the text.
     report = build_suite(path, pack="airline", out=tmp_path / "suite")
-    load_suite(tmp_path / "suite", pack=None)
+    load_suite(tmp_path / "suite", pack=None, allow_unapproved=True)
     [handoff] = [c for c in load_pack(tmp_path / "suite" / "pack.yaml").clauses if c.source.endswith("Policy")
                  and c.kind == "only_if"]
     assert compile_pattern(handoff.trigger.regex or "").search("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT.")
@@ -403,7 +406,7 @@ def test_tau_bench_airline_policy(tmp_path: Path) -> None:
 
 
 def _run(suite_dir: Path, sources: list[Path], tmp_path: Path) -> tuple[Store, object]:
-    suite = load_suite(suite_dir, pack=None)
+    suite = load_suite(suite_dir, pack=None, allow_unapproved=True)
     store = Store(tmp_path / "s.duckdb")
     ingest_paths(store, sources, pack=suite.pack)
     cascade = Cascade(ModelConfig(), cache=DatumCache(tmp_path / "cache"))

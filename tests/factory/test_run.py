@@ -69,12 +69,26 @@ def test_rules_only_run_then_rerun_reuses_everything(sim_store: Path, tmp_path: 
     metrics = {m["metric"] for m in first["components"]["execution"]["metrics"]}
     assert "failure_rate" in metrics
 
+    # Nothing changed: the pipeline collects and analyses nothing, and every stored row stays as it was.
     second = _run(store)
-    assert second["model_calls"] == 0
-    assert second["items"]["collected"] == 0
-    assert second["items"]["reused"] == first["items"]["collected"]
+    assert second["plan"]["trigger"] == "nothing changed"
+    assert second["model_calls"] == 0 and second["units"] == {}
+    assert second["plan"]["users_visited"] == 0 and second["plan"]["analyses_rerun"] == 0
+    assert second["items"]["collected"] == 0 and second["items"]["reused"] == 0
+    assert second["items"]["kept"] == first["items"]["collected"] + first["items"]["uncollected"] == len(data1)
+    assert second["results"] == {"added": 0, "removed": 0, "unchanged": len(results1)}
     data2, results2 = _stored(store)
     assert data2 == data1 and results2 == results1
+    assert second["components"] == first["components"]
+
+    # --full walks every unit again: every rule item comes back from the cache under its unchanged key.
+    third = _run(store, "--full")
+    assert third["plan"]["trigger"] == "full" and third["model_calls"] == 0
+    assert third["items"]["collected"] == 0
+    assert third["items"]["reused"] == first["items"]["collected"]
+    assert third["results"]["added"] == 0 and third["results"]["unchanged"] == len(results1)
+    data3, results3 = _stored(store)
+    assert data3 == data1 and results3 == results1
 
 
 def test_model_items_go_to_the_model_once_per_unit(sim_store: Path, tmp_path: Path,

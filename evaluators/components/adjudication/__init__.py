@@ -22,7 +22,7 @@ SPEC = register_component(
     ComponentSpec(
         name="adjudication",
         definitions=DEFINITIONS,
-        analyses=(Analysis(name=NAME, version=VERSION, fn=adjudication_analysis),),
+        analyses=(Analysis(name=NAME, version=VERSION, fn=adjudication_analysis, reads=("*",)),),
         description="Cohen's kappa per data item between two raters; admission at 0.60 (two decimals).",
     )
 )

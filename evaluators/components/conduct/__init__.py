@@ -23,7 +23,7 @@ SPEC = register_component(
     ComponentSpec(
         name="conduct",
         definitions=GENERIC_DEFINITIONS,
-        analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis),),
+        analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis, reads_clauses=True),),
         description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
         extra={"definitions_for": definitions_for},
     )

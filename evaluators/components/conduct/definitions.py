@@ -117,7 +117,8 @@ def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
         projection=_PROJECTION[clause.layer],
         version=version,
         description=(
-            f"Obligation of clause {clause.id} ({clause.kind}{', invariant' if clause.invariant else ''}): "
+            # Not the invariant flag: it is the analysis' business, and it would change the digest of the data.
+            f"Obligation of clause {clause.id} ({clause.kind}): "
             f"{describe(ob)}; yes = complied"
         ),
     )

@@ -197,5 +197,7 @@ _FNS: tuple[tuple[str, Callable[[Observations, KnowledgePack], list[Result]]], .
     ("results.feedback", feedback),
     ("results.rollup", rollup),
 )
-ANALYSES: tuple[Analysis, ...] = tuple(Analysis(name, _meta(name).version, fn) for name, fn in _FNS)
+ANALYSES: tuple[Analysis, ...] = tuple(
+    Analysis(name, _meta(name).version, fn, reads=("execution",)) for name, fn in _FNS
+)
 """Results' analyses, registered with the component."""

@@ -133,4 +133,4 @@ def score(obs: Observations, pack: KnowledgePack) -> list[Result]:
     return out
 
 
-ANALYSES: tuple[Analysis, ...] = (Analysis(name=_META.analysis, version=VERSION, fn=score),)
+ANALYSES: tuple[Analysis, ...] = (Analysis(name=_META.analysis, version=VERSION, fn=score, reads=("execution",)),)

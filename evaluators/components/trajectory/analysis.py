@@ -201,7 +201,7 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
 
 
 ANALYSES: tuple[Analysis, ...] = (
-    Analysis(name=_OUTCOME.analysis, version=VERSION, fn=outcomes),
-    Analysis(name=_REPLAY.analysis, version=VERSION, fn=replay_after_failure),
+    Analysis(name=_OUTCOME.analysis, version=VERSION, fn=outcomes, reads=("execution",)),
+    Analysis(name=_REPLAY.analysis, version=VERSION, fn=replay_after_failure, reads=("execution",)),
 )
 

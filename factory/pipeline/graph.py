@@ -1,0 +1,164 @@
+"""The orchestrator's pipeline (DESIGN.md section 8) as an explicit networkx graph, and what a change dirties.
+
+Nodes, each with the step of section 8 it belongs to and a fingerprint:
+
+    traces                     (2 ingest)   the ingested files (their sha256 ids) and the engagement window
+    knowledge                  (2 ingest)   the pack without its clauses (what rules read)
+    clause:<id>                (3 collect)  one policy clause of the pack
+    definition:<item>          (3 collect)  rho and the collector identity: v of the definition in this cascade
+    data:<item>                (3 collect)  the atomic data of one definition over every unit
+    analysis:<name>            (3 analyze)  f, reading the data of its own and its declared components
+    component:<name>           (3 analyze)  the component's stored results
+    audit, act                 (4, 5)       the inner and outer loops' entry points (not built in this milestone)
+
+A node's fingerprint hashes its own content with its parents' fingerprints, so comparing them with the last
+complete run's gives exactly the descendants of what changed. Pure: no I/O, same inputs, same graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import networkx as nx
+
+from evaluators.components.conduct.definitions import clause_id_of
+from evaluators.core import ComponentSpec, DataDefinition
+from knowledge_packs import KnowledgePack
+
+VERSION = "1"
+"""Version of the graph's shape and fingerprints: a change here makes the next run a full one."""
+
+STEPS: tuple[str, ...] = ("trigger", "ingest", "collect", "analyze", "audit", "act")
+"""Section 8's five steps; step 3 (collect and analyze) is split in two for reporting."""
+
+
+def _h(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class TracesState:
+    """What the `traces` node stands for."""
+
+    sources: frozenset[str]
+    """Ids (sha256) of the ingested files."""
+    window_days: float
+    """The engagement window that groups a user's sessions into units."""
+
+    def digest(self) -> str:
+        return _h("traces", sorted(self.sources), self.window_days)
+
+
+def reads_component(analysis_reads: Sequence[str], own: str, component: str) -> bool:
+    """Whether an analysis of component `own` declaring `analysis_reads` reads `component`'s data."""
+    return component == own or "*" in analysis_reads or component in analysis_reads
+
+
+def build_graph(
+    *, specs: Sequence[ComponentSpec], definitions: Mapping[str, Sequence[DataDefinition]],
+    versions: Mapping[str, str], pack: KnowledgePack, traces: TracesState,
+) -> nx.DiGraph:
+    """The pipeline graph. `definitions`: component -> its definitions (as the runner collects them);
+    `versions`: item id -> v of the definition in the run's cascade."""
+    g = nx.DiGraph()
+    g.add_node("trigger", step="trigger", own=_h(VERSION))
+    g.add_node("traces", step="ingest", own=traces.digest())
+    g.add_node("knowledge", step="ingest", own=pack.knowledge_digest())
+    g.add_edge("trigger", "traces")
+    g.add_edge("trigger", "knowledge")
+    for clause in pack.clauses:
+        g.add_node(f"clause:{clause.id}", step="collect", own=clause.digest())
+        g.add_edge("trigger", f"clause:{clause.id}")
+    for component, defs in definitions.items():
+        for d in defs:
+            dn, data = f"definition:{d.id}", f"data:{d.id}"
+            g.add_node(dn, step="collect", own=versions[d.id], component=component, item=d.id)
+            g.add_node(data, step="collect", own=_h("data"), component=component, item=d.id)
+            if d.rule or d.applies_when:  # rules read the pack; model tiers see only the projected evidence
+                g.add_edge("knowledge", dn)
+            cid = clause_id_of(d.id) if component == "conduct" else None
+            if cid is not None and g.has_node(f"clause:{cid}"):
+                g.add_edge(f"clause:{cid}", dn)
+            g.add_edge(dn, data)
+            g.add_edge("traces", data)
+    g.add_node("audit", step="audit", own=_h("audit", "not built"))
+    g.add_node("act", step="act", own=_h("act", "not built"))
+    g.add_edge("audit", "act")
+    for spec in specs:
+        cn = f"component:{spec.name}"
+        g.add_node(cn, step="analyze", own=_h("component", spec.name))
+        for a in spec.analyses:
+            an = f"analysis:{a.name}"
+            g.add_node(an, step="analyze", own=_h(a.name, a.version), component=spec.name)
+            g.add_edge("knowledge", an)
+            g.add_edge("traces", an)  # the horizon and the population are the traces'
+            if a.reads_clauses:
+                for clause in pack.clauses:
+                    g.add_edge(f"clause:{clause.id}", an)
+            for component, defs in definitions.items():
+                if reads_component(a.reads, spec.name, component):
+                    for d in defs:
+                        g.add_edge(f"data:{d.id}", an)
+            g.add_edge(an, cn)
+        g.add_edge(cn, "audit")
+    for n in nx.topological_sort(g):
+        parents = sorted(g.nodes[p]["fp"] for p in g.predecessors(n))
+        g.nodes[n]["fp"] = _h(n, g.nodes[n]["own"], parents)
+    return g
+
+
+def fingerprints(g: nx.DiGraph) -> dict[str, str]:
+    """Node -> fingerprint."""
+    return {n: g.nodes[n]["fp"] for n in g.nodes}
+
+
+@dataclass(frozen=True)
+class Dirty:
+    """What a run must recompute, from the graph and the last complete run's fingerprints."""
+
+    first: bool
+    """No complete run before (or a graph version change): everything is computed."""
+    traces_changed: bool
+    """New files, or a changed engagement window."""
+    items: frozenset[str]
+    """Definitions whose data must be recollected on every unit (new or changed v)."""
+    analyses: frozenset[str]
+    """Analyses to rerun (their fingerprint changed)."""
+    components: frozenset[str]
+    """Components with at least one analysis rerun."""
+    unchanged_items: int
+    """Definitions whose stored data are kept as they are (apart from units of new traces)."""
+
+    @property
+    def nothing(self) -> bool:
+        return not (self.first or self.traces_changed or self.items or self.analyses)
+
+
+def dirty(g: nx.DiGraph, previous: Mapping[str, str] | None) -> Dirty:
+    """Compare with `previous` (node -> fingerprint of the last complete run; None: there is none)."""
+    defs = [n for n in g.nodes if n.startswith("definition:")]
+    analyses = [n for n in g.nodes if n.startswith("analysis:")]
+    if previous is None:
+        return Dirty(first=True, traces_changed=True, items=frozenset(g.nodes[n]["item"] for n in defs),
+                     analyses=frozenset(n.split(":", 1)[1] for n in analyses),
+                     components=frozenset(g.nodes[n]["component"] for n in analyses), unchanged_items=0)
+    changed = {n for n in g.nodes if previous.get(n) != g.nodes[n]["fp"]}
+    items = frozenset(g.nodes[n]["item"] for n in defs if n in changed)
+    rerun = [n for n in analyses if n in changed]
+    return Dirty(
+        first=False, traces_changed="traces" in changed, items=items,
+        analyses=frozenset(n.split(":", 1)[1] for n in rerun),
+        components=frozenset(g.nodes[n]["component"] for n in rerun), unchanged_items=len(defs) - len(items),
+    )
+
+
+def describe(g: nx.DiGraph) -> dict[str, int]:
+    """Node counts per kind, for reports."""
+    out: dict[str, int] = {}
+    for n in g.nodes:
+        kind = n.split(":", 1)[0]
+        out[kind] = out.get(kind, 0) + 1
+    return out
