@@ -1,5 +1,6 @@
 """Rules-only evaluation benchmark: turns/s, peak RSS and the ratio to only parsing the input JSON, at 1x and
-10x the default simulation; a cold run (empty cache) and a warm rerun (everything reused).
+10x the default simulation; a cold run (empty cache), a warm full rerun (`full=True`: every unit walked again,
+every datum found in the cache), and a rerun with nothing changed (the pipeline recomputes nothing).
 
 Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out]
 
@@ -29,15 +30,15 @@ from evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
 from factory.run import Runner
 from factory.store import Store
 from factory.suite import load_suite
-store, cache = Path(sys.argv[1]), Path(sys.argv[2])
+store, cache, full = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full"
 with Store(store) as st:
     suite = load_suite(None, pack="business_analysis", store=st)
     cfg = ModelConfig()
     cascade = Cascade(cfg, cache=DatumCache(cache), budget=Budget(cfg.budget))
     t0 = time.perf_counter()
-    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components).run()
+    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full).run()
     dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "units": rep.units, "items": rep.items, "model_calls": rep.model_calls,
+print(json.dumps({"seconds": dt, "units": rep.units, "trigger": rep.plan["trigger"], "items": rep.items, "model_calls": rep.model_calls,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -50,8 +51,8 @@ def parse_only_seconds(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def child(store: Path, cache: Path) -> dict:
-    return child_json(CHILD, str(store), str(cache))
+def child(store: Path, cache: Path, *, full: bool) -> dict:
+    return child_json(CHILD, str(store), str(cache), "full" if full else "incremental")
 
 
 def main() -> None:
@@ -83,20 +84,20 @@ def main() -> None:
         with Store(store) as st:
             ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
         parse = parse_only_seconds(sim / "traces.otlp.jsonl")
-        for phase in ("cold", "warm"):
-            r = child(store, cache)
-            turns = r["units"].get("trace", 0)
-            r.update(size=size, phase=phase, turns=turns, turns_per_s=turns / r["seconds"],
+        for phase in ("cold", "warm", "same"):
+            r = child(store, cache, full=phase == "warm")
+            turns = r["units"].get("trace", 0) if phase != "same" else 0
+            r.update(size=size, phase=phase, turns=turns, turns_per_s=turns / r["seconds"] if turns else 0.0,
                      parse_only_seconds=parse, parse_ratio=r["seconds"] / parse)
             rows.append(r)
             print(json.dumps(r), flush=True)
     print()
     print(f"{'size':>5} {'phase':>5} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
-          f"{'collected':>10} {'reused':>9} {'calls':>6} {'peak RSS MB':>12}")
+          f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12}")
     for r in rows:
         print(f"{r['size']:>5} {r['phase']:>5} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
               f"{r['turns_per_s']:>8,.0f} {r['parse_ratio']:>8.1f} {r['items']['collected']:>10,} "
-              f"{r['items']['reused']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f}")
+              f"{r['items']['reused']:>9,} {r['items']['kept']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f}")
 
 
 if __name__ == "__main__":

@@ -173,7 +173,8 @@ def build(
         for u in data["uncompiled"]:
             err.print(f"  {spec}:{u.get('line', u.get('source_line', '?'))}: {u.get('reason', '')}: "
                       f"{u.get('sentence', u.get('text', ''))}", markup=False, soft_wrap=True)
-    out.print(f"suite written to {target} ({data.get('files', '?')} files); review it, then run with --suite {target}")
+    out.print(f"suite written to {target} ({data.get('files', '?')} files); review it, approve it with "
+              f"`agent-factory approve {target}`, then `agent-factory run --suite {target}`", markup=False)
 
 
 SuiteOpt = Annotated[

@@ -27,13 +27,12 @@ from typing import Any
 import yaml
 
 from adapters.exceptions import SpecError
-from adapters.model import stable_id
 from evaluators.collect.prompt import TEMPLATES, template_digest
 from evaluators.collect.schema import build_sigma, json_schema
 from evaluators.core import COMPONENTS, DataDefinition, get_component
 from factory.compile.compiler import compile_spec
 from factory.compile.model import COMPILER_VERSION, BuildReport, ClauseSummary, CompiledSpec
-from factory.suite import SUITE_FILE
+from factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
 from knowledge_packs import KnowledgePack, load_pack
 from knowledge_packs.loader import resolve_pack
 from knowledge_packs.model import ClauseLayer
@@ -152,6 +151,17 @@ def _evaluator(component: str, pack: KnowledgePack, base_digest: str) -> tuple[s
     return version, head + _yaml(body)
 
 
+def _confirmed(path: Path) -> frozenset[str]:
+    """Clauses a person already confirmed in the suite being rebuilt: a rebuild keeps those decisions for the
+    clauses it still proposes (an edited clause has a new id, so it asks again)."""
+    if not path.is_file():
+        return frozenset()
+    try:
+        return frozenset(e.clause for e in read_invariants(path) if e.confirmed)
+    except SpecError:
+        return frozenset()  # a broken file is rewritten; the review asks again
+
+
 def _write(out: Path, files: dict[str, bytes]) -> None:
     old = out / MANIFEST
     if old.is_file():
@@ -191,9 +201,7 @@ def build_suite(
     except SpecError:
         (out / PACK_FILE).unlink()  # never leave a pack behind that does not load
         raise
-    base_digest = stable_id(
-        merged.model_copy(update={"clauses": (), "name": "x", "version": "x", "description": "", "extends": None})
-        .model_dump_json(), prefix="k")
+    base_digest = merged.knowledge_digest()
 
     files: dict[str, bytes] = {PACK_FILE: pack_text.encode("utf-8")}
     files[SUITE_FILE] = (_header(f"Evaluator suite compiled from {spec.source}; run it with "
@@ -206,11 +214,14 @@ def build_suite(
     for template in sorted(TEMPLATES.glob("*.j2")):
         files[f"templates/{template.name}"] = template.read_bytes()
     invariants = [c for c in spec.clauses if c.invariant]
-    files["invariants.yaml"] = (_header(
+    confirmed = _confirmed(out / INVARIANTS_FILE)
+    files[INVARIANTS_FILE] = (_header(
         "Proposed invariants: zero tolerance at the gate (one violation opens an incident). The compiler proposes",
         "every must-not and never clause; a person confirms each by setting `confirmed: true`, or removes it.",
+        "A rebuild keeps the confirmations of clauses it still proposes.",
     ) + _yaml({"invariants": [
-        {"clause": c.id, "kind": c.kind, "source_line": c.source_line, "text": c.sentence, "confirmed": False}
+        {"clause": c.id, "kind": c.kind, "source_line": c.source_line, "text": c.sentence,
+         "confirmed": c.id in confirmed}
         for c in invariants
     ]})).encode("utf-8")
     files["uncompiled.yaml"] = (_header(

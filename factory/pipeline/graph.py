@@ -92,7 +92,10 @@ def build_graph(
         g.add_node(cn, step="analyze", own=_h("component", spec.name))
         for a in spec.analyses:
             an = f"analysis:{a.name}"
-            g.add_node(an, step="analyze", own=_h(a.name, a.version), component=spec.name)
+            # Which clauses are invariants changes how the conduct analysis reads the data, not the data
+            # (Clause.digest leaves the flag out), so the flag enters the analysis node only.
+            flags = sorted(c.id for c in pack.clauses if c.invariant) if a.reads_clauses else []
+            g.add_node(an, step="analyze", own=_h(a.name, a.version, flags), component=spec.name)
             g.add_edge("knowledge", an)
             g.add_edge("traces", an)  # the horizon and the population are the traces'
             if a.reads_clauses:

@@ -306,3 +306,11 @@ def test_cli_errors_are_one_line(tmp_path: Path, built: Path) -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 1, (args, result.output)
         assert message in " ".join(result.stderr.split()) and "Traceback" not in result.output
+
+
+def test_a_rebuild_keeps_the_confirmed_invariants_it_still_proposes(suite: Path) -> None:
+    confirmed = _confirm(suite, 0)
+    build_suite(AIRLINE_EN, pack="airline", out=suite)
+    entries = yaml.safe_load((suite / "invariants.yaml").read_text(encoding="utf-8"))["invariants"]
+    assert [e["clause"] for e in entries if e["confirmed"]] == [confirmed]
+    assert sum(1 for e in entries if not e["confirmed"]) == len(entries) - 1
