@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.exceptions import SpecError
 from evaluators.core import COMPONENTS
+from factory.evaluator_file import refresh
 from factory.suite import (
     APPROVAL_FILE,
     APPROVED_DIR,
@@ -443,6 +444,8 @@ def approve_suite(directory: Path, *, by: str | None = None, note: str | None = 
     """
     _suite_dir(directory)
     suite = read_suite_files(directory)  # never approve what a run could not load
+    if refresh(directory, suite.pack):  # a hand edit of pack.yaml: the conduct file follows its clauses
+        suite = read_suite_files(directory)
     files = read_suite_bytes(directory)
     hashes = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
     digest = files_digest(hashes)

@@ -37,6 +37,7 @@ from evaluators.core import (
     get_component,
     load_yaml_model,
 )
+from factory.evaluator_file import EVALUATORS_DIR, load_evaluator
 from factory.store import Store
 from knowledge_packs import KnowledgePack, load_pack, resolve_pack
 from knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
@@ -284,7 +285,18 @@ def read_suite_files(
     invariants = files / INVARIANTS_FILE
     if invariants.is_file():
         kp = apply_invariants(kp, read_invariants(invariants), own=own, source=invariants)
-    return Suite(pack=kp, components=components, source=base, files=files)
+    # The evaluator files a person reviewed are what runs (a hand-written suite may have none).
+    notices: list[str] = []
+    specs = []
+    for c in spec.components:
+        path = files / EVALUATORS_DIR / f"{c}.yaml"
+        if path.is_file():
+            loaded, more = load_evaluator(path, component=c, pack=kp)
+            specs.append(loaded)
+            notices.extend(more)
+        else:
+            specs.append(get_component(c))
+    return Suite(pack=kp, components=tuple(specs), source=base, files=files, notice="; ".join(notices) or None)
 
 
 def snapshot_digest(directory: Path) -> str:
@@ -314,8 +326,8 @@ def load_suite(
             notice = (f"{directory} is not approved: running its working files as they are; review them, then "
                       f"`agent-factory approve {directory}`")
         suite = read_suite_files(directory, pack=pack, store=store)
-        return Suite(pack=suite.pack, components=suite.components, source=directory, notice=notice,
-                     files=directory)
+        return Suite(pack=suite.pack, components=suite.components, source=directory,
+                     notice=_join(notice, suite.notice), files=directory)
     snapshot = directory / APPROVED_DIR
     # The snapshot is what a person approved: a file changed inside it since is not approved either.
     if snapshot_digest(directory) != approval.suite_digest:
@@ -328,7 +340,12 @@ def load_suite(
                   f"`agent-factory diff {snapshot} {directory}` shows them, `agent-factory approve {directory}` "
                   "approves them")
     suite = read_suite_files(snapshot, base=directory, pack=pack, store=store)
-    return Suite(pack=suite.pack, components=suite.components, source=directory, notice=notice, files=snapshot)
+    return Suite(pack=suite.pack, components=suite.components, source=directory, notice=_join(notice, suite.notice),
+                 files=snapshot)
+
+
+def _join(*notices: str | None) -> str | None:
+    return "; ".join(n for n in notices if n) or None
 
 
 __all__ = [

@@ -192,7 +192,7 @@ class ModelConfig(_Frozen):
         return self.small is not None or bool(self.jury)
 
     def cascade_config(self) -> CascadeConfig:
-        """The `CascadeConfig` an `EvaluatorSpec` records (model strings and threshold)."""
+        """The cascade's shape as data (model strings and threshold)."""
         return CascadeConfig(
             small_model=self.small.name if self.small else None,
             jury=tuple(m.name for m in self.jury),

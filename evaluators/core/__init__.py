@@ -3,6 +3,7 @@
 from evaluators.core.model import (
     COMPONENTS,
     LAYERS,
+    AnalysisRef,
     AtomicDatum,
     CascadeConfig,
     CollectorIdentity,
@@ -10,9 +11,11 @@ from evaluators.core.model import (
     DataDefinition,
     DatumKind,
     EvaluatorSpec,
+    KnowledgeRef,
     Layer,
     Projection,
     Result,
+    TemplateRef,
     Tier,
     Value,
     load_yaml_model,
@@ -36,8 +39,9 @@ from evaluators.core.registry import (
 )
 
 __all__ = [
-    "COMPONENTS", "LAYERS", "Analysis", "AtomicDatum", "CascadeConfig", "CollectorIdentity", "Component",
-    "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "Layer", "Observations",
-    "Projection", "Result", "RuleAnswer", "RuleContext", "SpanView", "Tier", "Unit", "UnitRow", "Value",
+    "COMPONENTS", "LAYERS", "Analysis", "AnalysisRef", "AtomicDatum", "CascadeConfig", "CollectorIdentity", "Component",
+    "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "KnowledgeRef", "Layer",
+    "Observations",
+    "Projection", "Result", "RuleAnswer", "TemplateRef", "RuleContext", "SpanView", "Tier", "Unit", "UnitRow", "Value",
     "components", "get_component", "get_rule", "load_yaml_model", "register_component", "rule", "rule_names",
 ]

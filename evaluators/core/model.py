@@ -1,12 +1,13 @@
 """The evaluator as data: e = <K, H, phi, f, rho, pi, sigma, v> (DESIGN.md section 5).
 
 rho is `DataDefinition`, pi is `Projection`, a collected datum is `AtomicDatum`, f's output is `Result`, and
-`EvaluatorSpec` bundles them with the knowledge pack, adapters and cascade; its version `v` is a content hash
-that changes whenever any part changes. All models are frozen, forbid extra fields and load from YAML.
+`EvaluatorSpec` bundles them with the knowledge pack, the analyses and the templates; its version `v` is a
+content hash that changes whenever any part changes. All models are frozen, forbid extra fields and load from YAML.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -181,34 +182,72 @@ class CascadeConfig(_Frozen):
     """Small-model confidence under which an item goes to the jury."""
 
 
-class EvaluatorSpec(_Frozen):
-    """e = <K, H, phi, f, rho, pi, sigma, v> for one component's evaluator."""
+class AnalysisRef(_Frozen):
+    """f by registered name and the version it had when the suite was built."""
 
     name: str
-    """Evaluator name (unique in a suite)."""
-    component: Component
-    """Component it evaluates."""
-    knowledge_pack: str = "default"
-    """K: pack name or path."""
-    adapters: tuple[str, ...] = ()
-    """H: adapter names whose units it reads (empty: any)."""
-    cascade: CascadeConfig = Field(default_factory=CascadeConfig)
-    """phi."""
-    analysis: str
-    """f: registered analysis name."""
-    analysis_version: str = "1"
-    """f's version."""
-    definitions: tuple[DataDefinition, ...]
-    """rho (each with its pi)."""
-    output_schema: str | None = None
-    """sigma: name of the structured-output schema the model tiers answer in (built from rho)."""
-    templates: dict[str, str] = Field(default_factory=dict)
-    """Prompt template name -> content digest, so a template edit changes v."""
+    """Registered analysis name (`execution.failure_rate`, `conduct.clauses`, ...)."""
+    version: str
+    """Its version at build time: a run refuses a suite whose analysis has moved on (rebuild and approve)."""
 
-    @property
-    def version(self) -> str:
-        """v: changes whenever any other part changes."""
-        return stable_id(self.model_dump_json(), prefix="v")
+
+class TemplateRef(_Frozen):
+    """A prompt template the model tiers render."""
+
+    file: str
+    """Path of the template in the suite directory."""
+    digest: str
+    """Content digest at build time."""
+
+
+class KnowledgeRef(_Frozen):
+    """K: the suite's knowledge pack."""
+
+    file: str
+    """The pack file in the suite directory (its clauses enter the conduct definitions)."""
+    knowledge_digest: str
+    """`KnowledgePack.knowledge_digest()` at build time: the pack without its clauses, what rules read."""
+
+
+class EvaluatorSpec(_Frozen):
+    """e = <K, H, phi, f, rho, pi, sigma, v> for one component: the reviewable `evaluators/<component>.yaml` of
+    a suite, which a run reads (so a hand edit a person approved is what runs).
+
+    H (adapters) is the store's normalized units, whatever format they came from; phi's models are deployment
+    configuration (`agent-factory.toml`), recorded in every datum's collector identity and cache key rather
+    than in v. `rules`, `output_schema` and `version` are derived from the rest: a file may leave them out,
+    and a value it states must equal the derived one.
+    """
+
+    component: Component
+    """The component this evaluator serves (also the file's name)."""
+    version: str | None = None
+    """v: a content hash of everything below; changes whenever any part changes."""
+    description: str = ""
+    """What the component measures."""
+    knowledge_pack: KnowledgeRef
+    """K."""
+    analyses: tuple[AnalysisRef, ...]
+    """f: the analyses, in order."""
+    rules: tuple[str, ...] = ()
+    """Rules the definitions name (`rule`, `applies_when`), sorted: derived from rho."""
+    templates: dict[str, TemplateRef] = Field(default_factory=dict)
+    """Prompt templates by kind (`checklist`, `jury`), when some definition has a model tier."""
+    definitions: tuple[DataDefinition, ...]
+    """rho, each with its projection pi."""
+    output_schema: dict[str, Any] | None = None
+    """sigma: the JSON schema model tiers answer in (built from the model-tier definitions); None when every
+    definition is rule-only."""
+
+    def computed_version(self) -> str:
+        """v over K, f, rho (with pi), sigma and the templates."""
+        parts = {
+            "component": self.component, "knowledge": self.knowledge_pack.knowledge_digest,
+            "definitions": [d.digest() for d in self.definitions],
+            "analyses": [a.model_dump() for a in self.analyses], "sigma": self.output_schema,
+            "templates": {k: t.model_dump() for k, t in self.templates.items()},
+        }
+        return stable_id(json.dumps(parts, sort_keys=True, ensure_ascii=False), prefix="v")
 
 
 def load_yaml_model(model: type[BaseModel], path: Path) -> Any:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evaluators.components.conduct.definitions import definitions_for
 from evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
 from evaluators.collect.schema import json_schema
 from evaluators.core import DataDefinition
@@ -297,6 +298,10 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
     assert [c.id for c in pack.clauses] == [c.id for c in report.clauses]  # type: ignore[attr-defined]
     assert [c.name for c in suite.components] == ["execution", "substance", "trajectory", "results", "conduct",
                                                   "provenance", "adjudication"]
+    # The run uses the evaluator files' definitions: conduct's are the clauses' (in the same order).
+    [conduct_spec] = [c for c in suite.components if c.name == "conduct"]
+    assert [d.id for d in conduct_spec.definitions] == [d.id for d in definitions_for(suite.pack)]
+    assert "definitions_for" not in conduct_spec.extra
     manifest = json.loads(files["manifest.json"])
     assert manifest["files"] == {k: hashlib.sha256(v).hexdigest() for k, v in files.items() if k != "manifest.json"}
     assert manifest["spec"]["sha256"] == hashlib.sha256(AIRLINE_EN.read_bytes()).hexdigest()
@@ -304,7 +309,7 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
     conduct = yaml.safe_load(files["evaluators/conduct.yaml"])
     defs = [DataDefinition.model_validate(d) for d in conduct["definitions"]]
     assert len(defs) == 2 * len(pack.clauses) and conduct["version"] == manifest["evaluators"]["conduct"]
-    assert conduct["sigma"] == json_schema(build_sigma([d for d in defs if "rule" not in d.tiers]))
+    assert conduct["output_schema"] == json_schema(build_sigma([d for d in defs if "rule" not in d.tiers]))
     assert "conduct.confirmed_before_action" in conduct["rules"]
     invariants = yaml.safe_load(files["invariants.yaml"])["invariants"]
     assert {i["clause"] for i in invariants} == {c.id for c in pack.clauses if c.invariant}
