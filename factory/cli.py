@@ -146,18 +146,46 @@ def build(
     spec: Annotated[Path, typer.Option("--spec", help="The agent's system prompt (role spec), markdown or text.")],
     pack: Annotated[str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")] = "default",
     out_dir: Annotated[Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present. "
+                                      "With a small model, it compiles the sentences the rules could not."),
+    ] = None,
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="Use only the deterministic compiler, even with a model configured.")
+    ] = False,
+    cache_dir: Annotated[
+        Path, typer.Option("--cache", help="Cache of the model's answers (a rebuild asks nothing again).")
+    ] = Path(".agent-factory/cache"),
     as_json: JsonOpt = False,
 ) -> None:
     """Compile a role spec into a reviewable evaluator suite: clauses, data definitions, schemas, manifest."""
-    from factory.compile import build_suite
+    from evaluators.collect import DatumCache, load_model_config
+    from evaluators.collect.backends import CallCounters
+    from factory.compile import COMPILER_VERSION, build_suite
 
     if not spec.exists():
         raise _fail(AgentFactoryError(f"{spec}: no such spec file"))
     target = out_dir if out_dir is not None else Path("suites") / spec.stem
+    counters = CallCounters()
     try:
-        report = build_suite(spec, pack=pack, out=target)
+        cfg = None if no_model else load_model_config(config)
+        small = cfg.small if cfg is not None else None
+        if small is None:
+            report = build_suite(spec, pack=pack, out=target)
+        else:
+            # The cache is opened only for model builds: a deterministic build leaves no directory behind.
+            with DatumCache(cache_dir) as cache:
+                report = build_suite(spec, pack=pack, out=target, model=cfg, cache=cache, counters=counters)
     except AgentFactoryError as e:
         raise _fail(e) from e
+    compiler = f"deterministic compiler {COMPILER_VERSION}"
+    if small is not None:
+        compiler += (f", then the model orchestrator ({small.name}; {counters.model_calls} model call(s), "
+                     f"{counters.tokens} tokens; answers cached in {cache_dir})")
+    elif not no_model:
+        compiler += " (no model configured: --config or AGENT_FACTORY_SMALL_MODEL adds one)"
+    err.print(f"compiler: {compiler}", markup=False, soft_wrap=True)
     if as_json:
         _emit_json(report.model_dump(mode="json"))
         return

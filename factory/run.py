@@ -33,20 +33,18 @@ from evaluators.core import (
     SpanView,
 )
 from factory.pipeline.graph import VERSION as GRAPH_VERSION
-from factory.pipeline.graph import Dirty, TracesState, build_graph, describe, dirty, fingerprints, reads_component
+from factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
+from factory.pipeline.plan import Plan, make_plan
 from factory.pipeline.state import (
-    all_user_keys,
     count_items,
     count_rows,
     current_sources,
     data_counts,
     drop_items,
     drop_users,
-    load_previous,
     load_rows,
     merge_results,
     save_state,
-    users_touched,
 )
 from factory.store import Batch, Store, dumps
 from factory.units import UserUnits, iter_user_units
@@ -145,19 +143,6 @@ def _restrict(defs: _Defs, items: frozenset[str]) -> _Defs:
             for layer, comps in defs.items()}
 
 
-@dataclass(frozen=True)
-class Plan:
-    """What this run will compute (see `factory.pipeline.graph.dirty`)."""
-
-    trigger: str
-    dirty: Dirty
-    users: frozenset[str] | None
-    """Users whose units are rebuilt with every definition (None: all)."""
-    visit_all: bool
-    """Whether every user is visited (some definitions changed, or everything is rebuilt)."""
-    users_total: int
-
-
 class Runner:
     """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
 
@@ -199,32 +184,8 @@ class Runner:
 
     def plan(self) -> Plan:
         """Compare the graph with the last complete run's and decide what to recompute."""
-        if self._plan is not None:
-            return self._plan
-        prev = None if self.full else load_previous(self.store, graph_version=GRAPH_VERSION)
-        d = dirty(self.graph, prev.fingerprints if prev else None)
-        total = all_user_keys(self.store)
-        users: frozenset[str] | None = frozenset()
-        reasons: list[str] = []
-        if prev is None:
-            users, reasons = None, ["full" if self.full else "first run"]
-        elif d.traces_changed:
-            if prev.window_days != self.traces.window_days or not prev.sources <= self.sources:
-                users, reasons = None, ["engagement window or file set changed"]
-            else:
-                new = self.sources - prev.sources
-                users = frozenset(users_touched(
-                    self.store, new_sources=new, old_horizon=prev.horizon, new_horizon=self.horizon,
-                    window_days=self.traces.window_days))
-                reasons.append(f"{len(new)} new trace file(s)")
-        if prev is not None and d.items:
-            reasons.append(f"{len(d.items)} definition(s) changed")
-        elif prev is not None and d.analyses and not d.traces_changed:
-            reasons.append(f"{len(d.analyses)} analysis version(s) changed")
-        self._plan = Plan(
-            trigger="; ".join(reasons) or "nothing changed", dirty=d, users=users,
-            visit_all=users is None or bool(d.items and prev is not None), users_total=total,
-        )
+        if self._plan is None:
+            self._plan = make_plan(self.store, self.graph, traces=self.traces, horizon=self.horizon, full=self.full)
         return self._plan
 
     def users_to_visit(self) -> int:

@@ -74,6 +74,8 @@ class CompiledClause(_Frozen):
     """How the obligation is collected."""
     clause: Clause
     """The clause as the knowledge pack holds it."""
+    compiled_by: Literal["rules", "model"] = "rules"
+    """Who compiled it: the deterministic compiler, or the model orchestrator (sentences the rules could not)."""
 
 
 class Uncompiled(_Frozen):

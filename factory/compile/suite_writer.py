@@ -10,9 +10,12 @@
     DIR/invariants.yaml       proposed invariants (must-not / never clauses) for a person to confirm
     DIR/uncompiled.yaml       normative sentences the compiler could not compile, with line and reason
     DIR/manifest.json         spec sha256, pack digest, per-file sha256, evaluator versions, compiler version
+                              (and, when a model is configured, `compiler`: the deterministic version and the model)
 
 The bytes depend only on the spec, the base pack, the options and the registered components: building the
-same spec twice gives identical files, wherever the directory is.
+same spec twice gives identical files, wherever the directory is. With a small model configured, the
+orchestrator (`factory.compile.orchestrator`) compiles what the deterministic compiler could not; its answers
+are cached, so a rebuild with the same model is identical too. Without a model nothing here changes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ from typing import Any
 import yaml
 
 from adapters.exceptions import SpecError
+from evaluators.collect.backends import CallCounters
+from evaluators.collect.cache import DatumCache
+from evaluators.collect.config import ModelConfig
 from evaluators.collect.prompt import TEMPLATES
 from evaluators.core import COMPONENTS
 from factory.compile.compiler import compile_spec
@@ -78,14 +84,15 @@ def base_lexicons(pack: KnowledgePack) -> tuple[str, ...]:
     return tuple(c for c in _LEXICONS if any(getattr(lex, c) for lex in pack.lexicons.values()))
 
 
-def _pack_text(spec: CompiledSpec, *, name: str, extends: str) -> str:
+def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None = None) -> str:
     clauses = [c.clause.model_dump(mode="json") for c in spec.clauses]
+    by = "the deterministic spec compiler" + (f", then the model orchestrator ({model})" if model else "")
     head = {
         "name": name,
         # From the clauses, not the spec text: an edit that changes no clause leaves the pack's digest alone.
         "version": f"{COMPILER_VERSION}+{_sha(json.dumps(clauses, sort_keys=True).encode())[:12]}",
         "extends": extends,
-        "description": f"Clauses compiled from {spec.source} by the deterministic spec compiler.",
+        "description": f"Clauses compiled from {spec.source} by {by}.",
     }
     out = [_header(
         f"Knowledge pack compiled from {spec.source} (sha256 {spec.sha256[:16]}), compiler {COMPILER_VERSION}.",
@@ -103,7 +110,8 @@ def _pack_text(spec: CompiledSpec, *, name: str, extends: str) -> str:
         order = ("id", "text", "source", "kind", "layer", "invariant", "trigger", "obligation", "description")
         data = {k: data[k] for k in order if k in data} | {k: v for k, v in data.items() if k not in order}
         out.append(f"  # line {c.source_line}: {c.kind} ({c.polarity}); trigger {c.detector.how}; "
-                   f"obligation {c.check.how}{' ' + c.check.rule if c.check.rule else ''}\n")
+                   f"obligation {c.check.how}{' ' + c.check.rule if c.check.rule else ''}"
+                   f"{'; compiled by the model' if c.compiled_by == 'model' else ''}\n")
         out.append("".join(f"  {line}\n" for line in _yaml([data]).splitlines()))
     return "".join(out)
 
@@ -138,20 +146,31 @@ def _write(out: Path, files: dict[str, bytes]) -> None:
 
 def build_suite(
     spec_path: Path, *, pack: str | Path, out: Path, tools: Sequence[str] = (), layer: ClauseLayer | None = None,
+    model: ModelConfig | None = None, cache: DatumCache | None = None, counters: CallCounters | None = None,
 ) -> BuildReport:
     """Compile `spec_path` and write the suite directory `out` (see the module docstring).
 
     `pack` is the base pack (built-in or entry-point name, or a path); its clauses' tool names and its
     non-empty lexicon categories are what the compiler may use besides the spec itself; `tools` adds names.
-    A compiled pack that does not validate raises `SpecError` naming the file.
+    `model` with a small model: the orchestrator compiles the sentences the rules could not, its answers kept
+    in `cache` (none: every build asks again); `counters` adds up its model calls. A compiled pack that does
+    not validate raises `SpecError` naming the file.
     """
     text = spec_path.read_text(encoding="utf-8")
     base = load_pack(pack)
     spec = compile_spec(text, source=spec_path.name, tools=(*base_tools(base), *tools),
                         lexicons=base_lexicons(base), layer=layer)
+    model_name: str | None = None
+    if model is not None and model.small is not None:
+        # Imported here: only model builds need the orchestrator (and the model stack it imports).
+        from factory.compile.orchestrator import orchestrate
+
+        result = orchestrate(spec, text, model=model, cache=cache, lexicons=base_lexicons(base), layer=layer,
+                             counters=counters)
+        spec, model_name = result.spec, result.model
     out.mkdir(parents=True, exist_ok=True)
     name, extends = _pack_name(spec_path.stem), _extends(pack, out)
-    pack_text = _pack_text(spec, name=name, extends=extends)
+    pack_text = _pack_text(spec, name=name, extends=extends, model=model_name)
     (out / PACK_FILE).write_text(pack_text, encoding="utf-8")
     try:
         merged = load_pack(out / PACK_FILE)
@@ -182,7 +201,8 @@ def build_suite(
         for c in invariants
     ]})).encode("utf-8")
     files["uncompiled.yaml"] = (_header(
-        f"Normative sentences of {spec.source} the deterministic compiler could not turn into clauses.",
+        f"Normative sentences of {spec.source} the deterministic compiler could not turn into clauses"
+        + (f" (nor the model orchestrator, {model_name})." if model_name else "."),
         "Rewrite them in a recognised form, or add clauses to pack.yaml by hand.",
     ) + _yaml({"uncompiled": [u.model_dump(mode="json") for u in spec.uncompiled]})).encode("utf-8")
     manifest = {
@@ -192,6 +212,9 @@ def build_suite(
         "evaluators": versions,
         "files": {rel: _sha(data) for rel, data in sorted(files.items())},
     }
+    if model is not None and model.small is not None:
+        # Only when a model is configured: a deterministic build's manifest stays as it always was.
+        manifest["compiler"] = {"deterministic": COMPILER_VERSION, "model": model_name}
     files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     _write(out, files)
     missing = tuple(f"{c.id}: {c.check.missing_rule}" for c in spec.clauses if c.check.missing_rule)
