@@ -31,6 +31,7 @@ from evaluators.collect.config import ModelConfig, ModelSpec
 from evaluators.collect.prompt import (
     _json_data,  # the evaluator prompts' inert quoting: no text closes a tag
 )
+from evaluators.collect.redact import Redactor, load_redactor, redact_text
 from evaluators.collect.schema import json_schema
 from evaluators.components.conduct.definitions import (
     OBLIGATION_RULE,
@@ -238,10 +239,14 @@ def _environment() -> jinja2.Environment:
                               trim_blocks=True, lstrip_blocks=True)
 
 
-def render_prompt(batch: Sequence[Pending], catalogue: Catalogue) -> str:
-    """The prompt of one batch: instructions, then the catalogue and the sentences as inert JSON."""
-    items = [{"line": p.item.line, "section": p.section, "sentence": p.item.sentence, "previous": p.previous,
-              "not_compiled_because": p.item.reason} for p in batch]
+def render_prompt(batch: Sequence[Pending], catalogue: Catalogue, *, redactor: Redactor | None = None) -> str:
+    """The prompt of one batch: instructions, then the catalogue and the sentences as inert JSON. With a
+    redactor, secrets a system prompt may hold (keys, emails, phone numbers) are replaced before they leave."""
+    def clean(text: str | None) -> str | None:
+        return redact_text(text, redactor) if redactor is not None and text else text
+
+    items = [{"line": p.item.line, "section": clean(p.section), "sentence": clean(p.item.sentence),
+              "previous": clean(p.previous), "not_compiled_because": p.item.reason} for p in batch]
     # One item per line: a reviewer diffing two prompts sees which sentence changed.
     body = "[\n" + ",\n".join(_json_data(i) for i in items) + "\n]"
     return _environment().get_template("orchestrator.j2").render(
@@ -425,7 +430,8 @@ def orchestrate(
     cat = Catalogue(tools=spec.tools, lexicons=tuple(lexicons), rules=clause_rules(),
                     default_layer=layer or ("conversation" if whole else "trace"))
     groups = batches(pending(text, spec.uncompiled), batch_size)
-    prompts = [render_prompt(b, cat) for b in groups]
+    redactor = load_redactor(model.redactor)
+    prompts = [render_prompt(b, cat, redactor=redactor) for b in groups]
     answers, hits = _run(_answers(prompts, model.small, model, cache if cache is not None else DatumCache(None), counters)) \
         if prompts else ([], 0)
     seen = {c.id for c in spec.clauses}

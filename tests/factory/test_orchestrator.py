@@ -315,3 +315,17 @@ def test_two_sentences_of_one_line_never_share_a_batch() -> None:
     spec = compile_spec(text, source="t.md")
     assert [u.line for u in spec.uncompiled] == [3, 3]
     assert [len(b) for b in batches(pending(text, spec.uncompiled))] == [1, 1]
+
+
+def test_secrets_in_the_spec_never_reach_the_provider(tmp_path: Path,
+                                                       fake_openai: FakeOpenAIServer) -> None:  # noqa: F811
+    secret_key, email = "sk-live-9f8e7d6c5b4a3f2e1d0c9b8a", "ops.lead@example.com"
+    text = SPEC.replace("These rules must also hold in Spanish.",
+                        f"These rules must also hold when {email} writes with key {secret_key}.")
+    fake_openai.responder = lambda body: {"proposals": []}
+    spec = compile_spec(text, source="support.md")
+    assert any(email in u.sentence for u in spec.uncompiled)
+    orchestrate(spec, text, model=litellm_config(fake_openai.base_url))
+    seen = fake_openai.seen_text()
+    assert fake_openai.calls == 1 and "must also hold when" in seen
+    assert email not in seen and secret_key not in seen
