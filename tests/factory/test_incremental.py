@@ -160,3 +160,36 @@ def test_new_traces_compute_only_new_users(env: Path, fake_openai: FakeOpenAISer
     assert untouched
     assert [r for r in data2 if r[0] in untouched] == [r for r in data1 if r[0] in untouched]
     assert second["items"]["kept"] == sum(1 for r in data2 if r[0] in untouched)
+
+
+def test_items_a_provider_failed_are_asked_again_by_the_next_run(tmp_path: Path, fake_openai: FakeOpenAIServer,  # noqa: F811
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.fakes.openai_server import FaultPlan
+
+    monkeypatch.chdir(tmp_path)
+    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG", "AGENT_FACTORY_API_BASE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    config = tmp_path / "agent-factory.toml"
+    config.write_text(f'[models]\nsmall = {{ model = "openai/fake-small", api_base = "{fake_openai.base_url}" }}\n'
+                      "[collect]\nretries = 2\nretry_initial_wait_s = 0\nretry_max_wait_s = 0\n", encoding="utf-8")
+    simulate(SimConfig(users=6, seed=41), tmp_path / "sim")
+    store = tmp_path / "store.duckdb"
+    _cli("ingest", str(tmp_path / "sim"), "--store", str(store), "--pack", "business_analysis")
+
+    fake_openai.faults = FaultPlan(rate=1.0, kinds=("500",))
+    failed = _cli("run", "--store", str(store), "--pack", "business_analysis", "--config", str(config))
+    assert failed["model_calls"] > 0 and failed["uncollected_reasons"].get("model error after retries", 0) > 0
+    assert failed["plan"]["retry_next_run"]  # those definitions stay dirty; nothing was counted as a pass
+    assert failed["components"]["substance"]["data"].get("yes", 0) == 0
+
+    fake_openai.faults = FaultPlan()
+    before = fake_openai.calls
+    healed = _cli("run", "--store", str(store), "--pack", "business_analysis", "--config", str(config))
+    assert healed["plan"]["definitions_recollected"] == len(failed["plan"]["retry_next_run"])
+    assert healed["model_calls"] == fake_openai.calls - before > 0
+    assert healed["uncollected_reasons"].get("model error after retries", 0) == 0 and not healed["plan"][
+        "retry_next_run"]
+    assert healed["components"]["substance"]["data"].get("yes", 0) > 0
+    still = _cli("run", "--store", str(store), "--pack", "business_analysis", "--config", str(config))
+    assert still["plan"]["trigger"] == "nothing changed" and still["model_calls"] == 0
