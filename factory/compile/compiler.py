@@ -158,7 +158,9 @@ def compile_spec(
         seen.add(cid)
         kind = _pack_kind(form, check)
         invariant = form.kind in ("must_not", "never")
-        where = f"{source} § {sentence.section}" if sentence.section else source
+        # The section, not the file: a copy of the spec under another name compiles to the same clauses (the
+        # file is named in the pack's header and the manifest).
+        where = f"§ {sentence.section}" if sentence.section else ""
         pack_clause = Clause(
             id=cid, text=part, source=where, kind=kind, layer=clause_layer, trigger=detection.condition,
             obligation=cond, invariant=invariant,

@@ -10,7 +10,7 @@ from factory.compile.detect import DetectorHow
 from factory.compile.patterns import FormKind, Polarity
 from knowledge_packs.model import Clause, ClauseId, ClauseLayer
 
-COMPILER_VERSION = "1"
+COMPILER_VERSION = "2"
 """Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""
 CheckHow = Literal["rule", "matcher", "model"]
 """How an obligation is collected: a registered rule, a built-in matcher, or the model tiers."""

@@ -351,7 +351,7 @@ def accept(p: Proposal, pend: Pending, *, cat: Catalogue, text: str, source: str
     invariant = p.kind in ("must_not", "never")
     try:
         clause = Clause(
-            id=cid, text=u.sentence, source=f"{source} § {pend.section}" if pend.section else source, kind=kind,
+            id=cid, text=u.sentence, source=f"§ {pend.section}" if pend.section else "", kind=kind,
             layer=clause_layer, trigger=trigger, obligation=obligation, invariant=invariant,
             description=(f"Compiled by the model orchestrator ({p.kind}, {polarity}): {p.trigger_text or 'always'} -> "
                          f"{p.obligation_text or u.sentence}. Trigger: {note}. "

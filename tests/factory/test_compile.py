@@ -305,7 +305,7 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
     manifest = json.loads(files["manifest.json"])
     assert manifest["files"] == {k: hashlib.sha256(v).hexdigest() for k, v in files.items() if k != "manifest.json"}
     assert manifest["spec"]["sha256"] == hashlib.sha256(AIRLINE_EN.read_bytes()).hexdigest()
-    assert manifest["pack"]["digest"] == pack.digest() and manifest["compiler_version"] == "1"
+    assert manifest["pack"]["digest"] == pack.digest() and manifest["compiler_version"] == "2"
     conduct = yaml.safe_load(files["evaluators/conduct.yaml"])
     defs = [DataDefinition.model_validate(d) for d in conduct["definitions"]]
     assert len(defs) == 2 * len(pack.clauses) and conduct["version"] == manifest["evaluators"]["conduct"]

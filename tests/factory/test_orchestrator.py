@@ -20,7 +20,7 @@ from evaluators.collect.backends import CallCounters
 from evaluators.collect.cache import DatumCache
 from evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
 from factory.cli import app
-from factory.compile import build_suite, compile_spec
+from factory.compile import COMPILER_VERSION, build_suite, compile_spec
 from factory.compile.orchestrator import (
     MODEL_ERROR,
     Catalogue,
@@ -166,7 +166,7 @@ def test_valid_proposals_become_clauses_and_the_rest_stay_uncompiled_with_reason
     assert "invalid regex" in left[SPANISH]  # the valid proposal of that line is a clause all the same
     assert "(deterministic compiler: a question, not a rule)" in left[QUESTION]
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    assert manifest["compiler"] == {"deterministic": "1", "model": "function:orchestrator"}
+    assert manifest["compiler"] == {"deterministic": COMPILER_VERSION, "model": "function:orchestrator"}
 
 
 def test_proposals_are_checked_against_the_rules_layers_and_lexicons(spec_file: Path, tmp_path: Path) -> None:
@@ -282,7 +282,7 @@ def test_cli_build_uses_the_configured_model_unless_told_not_to(
     assert RECEIPT in {c["source_line"] for c in json.loads(res.stdout)["clauses"]}
     res = runner.invoke(app, ["build", "--spec", str(spec_file), "--out", str(tmp_path / "d"), "--no-model"])
     assert res.exit_code == 0, res.output
-    assert "compiler: deterministic compiler 1\n" in res.stderr and fake_openai.calls == 1
+    assert f"compiler: deterministic compiler {COMPILER_VERSION}\n" in res.stderr and fake_openai.calls == 1
     build_suite(spec_file, pack="default", out=tmp_path / "plain")
     assert files(tmp_path / "d") == files(tmp_path / "plain")
 
