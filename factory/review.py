@@ -184,8 +184,9 @@ class SuiteDiff(_Frozen):
     """Data definitions a rerun collects anew (added + changed)."""
     reused: int
     """Data definitions of new whose cached data stay valid."""
-    pack_digest_changed: bool
-    """The pack's digest changed: rule-collected data are re-run on every unit (rules only, no model calls)."""
+    knowledge_changed: bool
+    """The pack's knowledge (everything but its clauses: lexicons, thresholds, baselines, segments) changed:
+    every rule-collected definition is recollected on every unit (rules only, no model calls)."""
     summary: str
     """One line saying the above."""
 
@@ -244,7 +245,7 @@ class _Side:
         base = directory.parent if directory.name == APPROVED_DIR and (directory / APPROVAL_FILE).is_file() \
             else directory
         suite = read_suite_files(directory, base=base)
-        self.pack_digest = suite.pack.digest()
+        self.knowledge_digest = suite.pack.knowledge_digest()
         self.clauses: dict[str, Clause] = {c.id: c for c in suite.pack.clauses}
         pack_text = (directory / "pack.yaml").read_text(encoding="utf-8") if (directory / "pack.yaml").is_file() \
             else ""
@@ -369,11 +370,12 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
     old_unc = {u.sentence for u in old.uncompiled}
     new_unc = {u.sentence for u in new.uncompiled}
     recollect = len(defs_added) + len(defs_changed)
-    pack_changed = old.pack_digest != new.pack_digest
+    knowledge_changed = old.knowledge_digest != new.knowledge_digest
     summary = (f"{len(changed)} clause(s) changed, {len(added) - len(renames)} added, "
                f"{len(removed) - len(renames)} removed; a rerun recollects {recollect} data definition(s) "
                f"({len(defs_added)} new, {len(defs_changed)} changed) and reuses {reused}"
-               + ("; the pack changed, so rules re-run on every unit (no model calls)" if pack_changed else ""))
+               + ("; the pack's knowledge changed, so every rule-collected definition is recollected (no model "
+                  "calls)" if knowledge_changed else ""))
     return SuiteDiff(
         old=old_label, new=new_label,
         clauses_added=tuple(ref(new, c) for c in added if c not in renames.values()),
@@ -386,7 +388,7 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
         invariants_confirmation=tuple(confirmation),
         uncompiled_added=tuple(u for u in new.uncompiled if u.sentence not in old_unc),
         uncompiled_removed=tuple(u for u in old.uncompiled if u.sentence not in new_unc),
-        recollect=recollect, reused=reused, pack_digest_changed=pack_changed, summary=summary,
+        recollect=recollect, reused=reused, knowledge_changed=knowledge_changed, summary=summary,
     )
 
 

@@ -86,7 +86,7 @@ def test_editing_one_clause_sentence_changes_that_clause_and_its_two_definitions
 
 def test_a_suite_against_its_own_spec_differs_in_nothing(built: Path) -> None:
     d = suite_diff(built, AIRLINE_EN, pack="airline")
-    assert d.recollect == 0 and not d.pack_digest_changed
+    assert d.recollect == 0 and not d.knowledge_changed
     assert not (d.clauses_changed or d.clauses_added or d.clauses_removed or d.evaluators_changed)
 
 
@@ -227,7 +227,7 @@ def test_confirming_an_invariant_changes_the_clause_but_no_definition(suite: Pat
     assert all(written[d.id] == d.version for d in new)
     d = suite_diff(_fresh(suite), suite)
     assert [(c.clause, c.old, c.new) for c in d.invariants_confirmation] == [(clause_id, False, True)]
-    assert d.recollect == 0 and not d.clauses_changed and not d.pack_digest_changed
+    assert d.recollect == 0 and not d.clauses_changed and not d.knowledge_changed
     approval = approve_suite(suite, by="ana", note="one invariant")
     assert approval.invariants == (clause_id,) and clause_id not in approval.unconfirmed
     assert load_suite(suite, pack=None).pack.clause(clause_id).invariant  # type: ignore[union-attr]
