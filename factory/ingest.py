@@ -201,7 +201,7 @@ def ingest_file(
     # Rows are committed batch by batch (one transaction per file would hold the whole file in DuckDB's
     # transaction-local state, so memory would grow with the file); the `sources` row written last is the
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
-    with store.file_writes(source_id) as con:
+    with store.file_writes(source_id):
         w = _FileWriter(store, source_id=source_id, path=source, pack=pack)
         for item in _items(adapter, path):
             read += 1
