@@ -38,7 +38,8 @@ with Store(store) as st:
     t0 = time.perf_counter()
     rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full).run()
     dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "units": rep.units, "trigger": rep.plan["trigger"], "items": rep.items, "model_calls": rep.model_calls,
+print(json.dumps({"seconds": dt, "units": rep.units, "trigger": rep.plan["trigger"], "items": rep.items,
+                  "model_calls": rep.model_calls,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 

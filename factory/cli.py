@@ -234,7 +234,8 @@ def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, con
         err.print(f"[yellow]note:[/yellow] {chosen.notice}", soft_wrap=True)
     cfg = load_model_config(config)
     cascade = Cascade(
-        cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"), budget=Budget(cfg.budget),
+        cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"),
+        budget=Budget(cfg.budget),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
                   full=full)

@@ -432,7 +432,8 @@ def orchestrate(
     groups = batches(pending(text, spec.uncompiled), batch_size)
     redactor = load_redactor(model.redactor)
     prompts = [render_prompt(b, cat, redactor=redactor) for b in groups]
-    answers, hits = _run(_answers(prompts, model.small, model, cache if cache is not None else DatumCache(None), counters)) \
+    store = cache if cache is not None else DatumCache(None)
+    answers, hits = _run(_answers(prompts, model.small, model, store, counters)) \
         if prompts else ([], 0)
     seen = {c.id for c in spec.clauses}
     clauses: list[CompiledClause] = list(spec.clauses)

@@ -303,7 +303,8 @@ def test_prompt_snapshot_quotes_the_spec_as_data() -> None:
     assert items[0]["previous"] == "Refunds are sensitive." and items[0]["section"] == "Refunds"
     catalogue = json.loads(prompt.split("<catalogue>\n")[1].split("\n</catalogue>")[0])
     assert catalogue["tools"] == ["lookup_order", "issue_refund", "transfer_to_human"]
-    assert "conduct.confirmed_before_action" in catalogue["rules"] and "conduct.clause_trigger" not in catalogue["rules"]
+    assert "conduct.confirmed_before_action" in catalogue["rules"]
+    assert "conduct.clause_trigger" not in catalogue["rules"]
     snapshot = SNAPSHOTS / "orchestrator_prompt.txt"
     if os.environ.get("UPDATE_SNAPSHOTS"):
         snapshot.write_text(prompt, encoding="utf-8")
