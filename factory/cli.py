@@ -269,8 +269,12 @@ def run(
     unapproved: UnapprovedOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Evaluate the store: recollect only what changed since the last run (new traces, changed definitions),
-    rerun the analyses that read it, and merge the results into the store."""
+    """Evaluate the store, recomputing only what changed since the last run.
+
+    New trace files rebuild the units of the users they touch; changed definitions are recollected on every
+    unit; only the analyses that read changed data rerun; results are merged into the store. Unchanged
+    inputs: nothing is collected or analysed. --full walks every unit again (through the cache).
+    """
     if not store.exists():
         raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
