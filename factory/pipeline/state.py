@@ -165,39 +165,32 @@ def row_order(r: UnitRow) -> tuple[Any, ...]:
 
 def load_rows(store: Store, *, items: Collection[str]) -> dict[Layer, list[UnitRow]]:
     """The analysed units with their values (and facts) of `items`, per layer, in `row_order`."""
-    rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
+    # No ORDER BY: DuckDB streams the join instead of sorting millions of rows in its buffer pool; each unit's
+    # row is made once and filled in place (its dicts are mutable), then each layer is sorted in Python.
+    units: dict[tuple[str, str], UnitRow] = {}
     cur = store.con.cursor()
     cur.execute(
         "SELECT u.unit_id, u.layer, u.user_id, u.conversation_id, u.idx, u.start_epoch, u.end_epoch, u.mode,"
         " d.item, d.value, d.fact FROM units u LEFT JOIN (SELECT unit_id, layer, item, value, fact FROM atomic_data"
-        "  WHERE item IN (SELECT unnest(?))) d ON d.unit_id = u.unit_id AND d.layer = u.layer"
-        " WHERE u.analysed ORDER BY u.layer, u.unit_id, d.item", [sorted(items)])
-    pending: list[Any] = []
+        "  WHERE item IN (SELECT unnest(?))) d ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed",
+        [sorted(items)])
     while chunk := cur.fetchmany(50_000):
         for r in chunk:
-            if pending and (r[1], r[0]) != (pending[0][1], pending[0][0]):
-                _add(rows, pending)
-                pending = []
-            pending.append(r)
-    if pending:
-        _add(rows, pending)
+            row = units.get((r[1], r[0]))
+            if row is None:
+                row = units[(r[1], r[0])] = UnitRow(r[0], r[1], r[2], r[3], r[4] or 0, r[5], r[6], r[7], {}, {})
+            if r[8] is None:
+                continue
+            row.values[r[8]] = r[9]  # type: ignore[index]
+            if r[10] is not None and r[10] != "null":
+                row.facts[r[8]] = json.loads(r[10])  # type: ignore[index]
+    rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
+    for row in units.values():
+        rows[row.layer].append(row)
+    units.clear()
     for lst in rows.values():
         lst.sort(key=row_order)
     return rows
-
-
-def _add(rows: dict[Layer, list[UnitRow]], group: Sequence[Any]) -> None:
-    first = group[0]
-    values: dict[str, Any] = {}
-    facts: dict[str, Any] = {}
-    for r in group:
-        if r[8] is None:
-            continue
-        values[r[8]] = r[9]
-        if r[10] is not None and r[10] != "null":
-            facts[r[8]] = json.loads(r[10])
-    rows[first[1]].append(UnitRow(first[0], first[1], first[2], first[3], first[4] or 0, first[5], first[6],
-                                  first[7], values, facts))
 
 
 _RESULT_CONTENT = ("component", "layer", "metric", "stratum", "unit_id", "value", "low", "high", "n", "note",
