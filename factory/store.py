@@ -23,6 +23,8 @@ from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 SCHEMA_VERSION = 2
 DEFAULT_MEMORY = "512MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
+READ_MEMORY = "128MB"
+"""DuckDB's memory limit while analyses read their rows (`Store.memory_capped`)."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
 
 _TS = pa.timestamp("us", tz="UTC")
@@ -269,7 +271,8 @@ class Store:
         # Timestamps come back as UTC whatever the machine's zone, so reads are reproducible.
         self.con.execute("SET TimeZone = 'UTC'")
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
-        self.con.execute(f"SET memory_limit = '{os.environ.get('AGENT_FACTORY_DUCKDB_MEMORY', DEFAULT_MEMORY)}'")
+        self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
+        self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
         if not read_only:
@@ -307,6 +310,16 @@ class Store:
         self.recover()
 
     # -- writing -------------------------------------------------------------------------------
+
+    @contextmanager
+    def memory_capped(self, limit: str = READ_MEMORY) -> Iterator[None]:
+        """DuckDB's memory limit lowered for a read whose rows Python holds anyway (the pages it would cache
+        there add to the peak for nothing), restored afterwards."""
+        self.con.execute(f"SET memory_limit = '{limit}'")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     def set_meta(self, key: str, value: str) -> None:
         self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])

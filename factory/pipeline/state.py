@@ -167,6 +167,11 @@ def load_rows(store: Store, *, items: Collection[str]) -> dict[Layer, list[UnitR
     """The analysed units with their values (and facts) of `items`, per layer, in `row_order`."""
     # No ORDER BY: DuckDB streams the join instead of sorting millions of rows in its buffer pool; each unit's
     # row is made once and filled in place (its dicts are mutable), then each layer is sorted in Python.
+    with store.memory_capped():
+        return _load_rows(store, items=items)
+
+
+def _load_rows(store: Store, *, items: Collection[str]) -> dict[Layer, list[UnitRow]]:
     units: dict[tuple[str, str], UnitRow] = {}
     cur = store.con.cursor()
     cur.execute(
