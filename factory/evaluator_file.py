@@ -37,13 +37,6 @@ TEMPLATE_KINDS = ("checklist", "jury")
 EVALUATORS_DIR = "evaluators"
 
 
-def registered_definitions(component: str, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
-    """The definitions the installation generates for `component` (conduct's come from the pack's clauses)."""
-    spec = get_component(component)
-    make = spec.extra.get("definitions_for")
-    return tuple(make(pack)) if callable(make) else spec.definitions
-
-
 def _sigma(defs: tuple[DataDefinition, ...]) -> dict | None:
     modelled = [d for d in defs if any(t != "rule" for t in d.tiers)]
     return json_schema(build_sigma(modelled)) if modelled else None
@@ -59,7 +52,7 @@ def derive(ev: EvaluatorSpec) -> EvaluatorSpec:
 def make_evaluator(component: str, pack: KnowledgePack, *, pack_file: str = PACK_FILE) -> EvaluatorSpec:
     """The evaluator `build` writes for `component` over `pack`."""
     spec = get_component(component)
-    defs = registered_definitions(component, pack)
+    defs = get_component(component).definitions_for(pack)
     modelled = any(t != "rule" for d in defs for t in d.tiers)
     templates = {
         kind: TemplateRef(file=f"templates/{kind}.j2", digest=template_digest(kind))  # type: ignore[arg-type]
@@ -83,7 +76,7 @@ def evaluator_yaml(ev: EvaluatorSpec) -> str:
         "# Written by `agent-factory build` and read by every run of the approved suite. A hand edit may drop the\n"
         "# derived fields (rules, output_schema, version); stated values must equal the derived ones.\n"
     )
-    if callable(get_component(ev.component).extra.get("definitions_for")):
+    if get_component(ev.component).generated:
         head += ("# These definitions are generated from the clauses of pack.yaml: edit a clause there (a run takes\n"
                  "# them from the clauses, and `agent-factory approve` rewrites this file to match).\n")
     body = ev.model_dump(mode="json")
@@ -92,9 +85,10 @@ def evaluator_yaml(ev: EvaluatorSpec) -> str:
 
 def stale(ev: EvaluatorSpec, pack: KnowledgePack) -> bool:
     """Whether a generated evaluator's definitions (conduct's) no longer match what `pack` generates."""
-    if not callable(get_component(ev.component).extra.get("definitions_for")):
+    spec = get_component(ev.component)
+    if not spec.generated:
         return False
-    return [d.digest() for d in ev.definitions] != [d.digest() for d in registered_definitions(ev.component, pack)]
+    return [d.digest() for d in ev.definitions] != [d.digest() for d in spec.definitions_for(pack)]
 
 
 def refresh(directory: Path, pack: KnowledgePack) -> list[str]:
@@ -151,10 +145,10 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
     _check(path, ev, derive(ev))  # after the names: an unknown one is the more useful message
     notices = []
     definitions = ev.definitions
-    if callable(registered.extra.get("definitions_for")):
+    if registered.generated:
         # Conduct's definitions are generated from the clauses of pack.yaml (where a person edits them); the
         # file lists them for review. A hand edit of pack.yaml makes the list stale: the clauses win.
-        definitions = registered_definitions(component, pack)
+        definitions = registered.definitions_for(pack)
         if stale(ev, pack):
             notices.append(f"{path.name} lists other definitions than the clauses of the suite's pack give "
                            "(pack.yaml edited by hand?); the run uses the pack's clauses, and `agent-factory "

@@ -36,7 +36,6 @@ from factory.pipeline.graph import VERSION as GRAPH_VERSION
 from factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
 from factory.pipeline.plan import Plan, make_plan
 from factory.pipeline.state import (
-    count_items,
     count_rows,
     current_sources,
     data_counts,
@@ -123,13 +122,11 @@ def _epoch(t: datetime | None) -> float | None:
 def definitions_by_layer(
     specs: Sequence[ComponentSpec], pack: KnowledgePack,
 ) -> dict[Layer, dict[str, list[DataDefinition]]]:
-    """Layer -> component -> definitions. Components whose data depend on the pack expose `definitions_for`."""
+    """Layer -> component -> definitions (`ComponentSpec.definitions_for`: Conduct's come from the clauses)."""
     out: dict[Layer, dict[str, list[DataDefinition]]] = {"span": {}, "trace": {}, "conversation": {},
                                                           "engagement": {}}
     for spec in specs:
-        make = spec.extra.get("definitions_for")
-        defs = make(pack) if callable(make) else spec.definitions
-        for d in defs:
+        for d in spec.definitions_for(pack):
             out[d.layer].setdefault(spec.name, []).append(d)
     return out
 
@@ -364,7 +361,7 @@ class Runner:
             save_state(self.store, fingerprints=fps, sources=self.sources, horizon=self.horizon,
                        run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days)
         reused = self.collector.reused
-        stored = count_items(self.store)
+        stored = count_rows(self.store, "atomic_data")
         report = RunReport(
             run_id=self.run_id, seconds=round(time.perf_counter() - t0, 3),
             plan={

@@ -216,13 +216,17 @@ def span_from_row(row: dict[str, Any]) -> Span:
     )
 
 
+def arrow_rows(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """`rows` of a store table as an Arrow table of its declared schema (what appends scan by name)."""
+    columns = TABLES[table][0] if table in TABLES else SPAN_COLUMNS
+    return pa.Table.from_pylist(rows, schema=pa.schema([(name, typ) for name, (_, typ) in columns.items()]))
+
+
 class Batch:
     """Rows waiting to be appended to one table, flushed as one Arrow table."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, table: str, *, size: int = 20_000) -> None:
         self.con, self.table, self.size = con, table, size
-        columns = TABLES[table][0] if table in TABLES else SPAN_COLUMNS
-        self.schema = pa.schema([(name, typ) for name, (_, typ) in columns.items()])
         self.rows: list[dict[str, Any]] = []
 
     def add(self, row: dict[str, Any]) -> None:
@@ -244,7 +248,7 @@ class Batch:
                 if replace or k not in unique:
                     unique[k] = r
             rows = list(unique.values())
-        arrow = pa.Table.from_pylist(rows, schema=self.schema)  # noqa: F841 - scanned by name below
+        arrow = arrow_rows(self.table, rows)  # noqa: F841 - scanned by name below
         self.rows = []
         if not keys:
             self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")

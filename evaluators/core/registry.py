@@ -120,6 +120,16 @@ class ComponentSpec:
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def generated(self) -> bool:
+        """Whether its definitions are generated from the pack (`extra["definitions_for"]`, as Conduct's from
+        the clauses) rather than fixed."""
+        return callable(self.extra.get("definitions_for"))
+
+    def definitions_for(self, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
+        """Its data definitions over `pack`."""
+        return tuple(self.extra["definitions_for"](pack)) if self.generated else self.definitions
+
 
 _RULES: dict[str, RuleFn] = {}
 _COMPONENTS: dict[str, ComponentSpec] = {}

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaluators.core import Layer, UnitRow
-from factory.store import Store
+from factory.store import Store, arrow_rows
 
 GRAPH_VERSION_KEY = "pipeline.graph_version"
 HORIZON_KEY = "pipeline.horizon"
@@ -112,40 +112,28 @@ def drop_users(store: Store, users: Collection[str] | None) -> int:
     """Delete the stored units and data of `users` (None: of everyone); the number of data rows removed."""
     con = store.con
     if users is None:
-        n = con.execute("SELECT count(*) FROM atomic_data").fetchone()
-        con.execute("DELETE FROM atomic_data")
+        n = con.execute("DELETE FROM atomic_data").fetchone()
         con.execute("DELETE FROM units")
         return int(n[0]) if n else 0
     if not users:
         return 0
     keys = sorted(users)
-    n = con.execute(
-        "SELECT count(*) FROM atomic_data WHERE unit_id IN"
-        " (SELECT unit_id FROM units WHERE user_key IN (SELECT unnest(?)))", [keys]).fetchone()
-    con.execute("DELETE FROM atomic_data WHERE unit_id IN"
-                " (SELECT unit_id FROM units WHERE user_key IN (SELECT unnest(?)))", [keys])
+    n = con.execute("DELETE FROM atomic_data WHERE unit_id IN"
+                    " (SELECT unit_id FROM units WHERE user_key IN (SELECT unnest(?)))", [keys]).fetchone()
     con.execute("DELETE FROM units WHERE user_key IN (SELECT unnest(?))", [keys])
     return int(n[0]) if n else 0
 
 
 def drop_items(store: Store, *, keep: Collection[str]) -> int:
     """Delete stored data of items no current definition produces; the number of rows removed."""
-    con = store.con
-    n = con.execute("SELECT count(*) FROM atomic_data WHERE item NOT IN (SELECT unnest(?))",
-                    [sorted(keep)]).fetchone()
-    removed = int(n[0]) if n else 0
-    if removed:
-        con.execute("DELETE FROM atomic_data WHERE item NOT IN (SELECT unnest(?))", [sorted(keep)])
-    return removed
+    n = store.con.execute("DELETE FROM atomic_data WHERE item NOT IN (SELECT unnest(?))", [sorted(keep)]).fetchone()
+    return int(n[0]) if n else 0
 
 
 def count_rows(store: Store, table: str) -> int:
     row = store.con.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0]) if row else 0
 
-
-def count_items(store: Store) -> int:
-    return count_rows(store, "atomic_data")
 
 
 def data_counts(store: Store) -> dict[str, dict[str, int]]:
@@ -208,13 +196,8 @@ def merge_results(store: Store, rows: Sequence[dict[str, Any]], *, analyses: Col
     (with the run id that first produced it), and drop results of analyses no longer in the suite
     (`keep_analyses`: every analysis of the suite). Counts: added, removed, and unchanged (every stored
     result this merge left as it was, whether its analysis reran or not)."""
-    import pyarrow as pa
-
-    from factory.store import TABLES
-
     con = store.con
-    schema = pa.schema([(name, typ) for name, (_, typ) in TABLES["results"][0].items()])
-    fresh = pa.Table.from_pylist(list(rows), schema=schema)  # noqa: F841 - scanned by name below
+    fresh = arrow_rows("results", list(rows))  # noqa: F841 - scanned by name below
     same = " AND ".join(f"r.{c} IS NOT DISTINCT FROM f.{c}" for c in _RESULT_CONTENT)
     names = sorted(analyses)
     con.execute("BEGIN TRANSACTION")
