@@ -135,8 +135,10 @@ def _tau_conversation(value: Any) -> Conversation:
     cid = f"tau-{task_id}-{trial}"
     converted = convert_messages(traj, conversation_id=cid, user_id=user, path="traj")
     attrs = dict(converted.attributes)
+    # The customer id is the task's simulated customer, shared by every trial of the task: it names no person,
+    # so no session of this "user" follows another (`user_identity`, read by cross-session metrics).
     attrs.update(task_id=task_id, trial=trial, reward=reward, termination=termination,
-                 reward_info_present=info.get("reward_info") is not None)
+                 reward_info_present=info.get("reward_info") is not None, user_identity="simulated")
     events: tuple[OutcomeEvent, ...] = ()
     if reward is None:
         # No reward means no label: say so rather than invent a 0.

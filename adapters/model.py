@@ -18,8 +18,16 @@ SpanKind = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding"
 
 SpanStatus = Literal["ok", "error", "unset"]
 
-DeliveryState = Literal["delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"]
-"""Whether the turn's answer reached the user: delivered, or how it failed; `unknown` if the source cannot tell."""
+DeliveryState = Literal[
+    "delivered", "failed_empty", "failed_error", "failed_truncated", "handed_off", "closing", "unknown"
+]
+"""Whether the turn's answer reached the user: delivered, or how it failed; `handed_off` when the agent handed the
+conversation to a person (neither delivered nor failed); `closing` for the user's last message that expects no
+reply (a goodbye, a simulator's stop token), which ends the session and is no turn with a missing answer;
+`unknown` if the source cannot tell."""
+
+FAILED_STATES: frozenset[str] = frozenset({"failed_empty", "failed_error", "failed_truncated"})
+"""Delivery states that are failures: the answer did not reach the user."""
 
 TextField = Literal["request", "answer", "input", "output", "error"]
 """Fields of a unit that evidence pointers may cite."""

@@ -18,6 +18,7 @@ from adapters.base import Adapter, Quarantine, detect, get_adapter
 from adapters.exceptions import SpecError
 from adapters.model import Conversation, OutcomeEvent, Span, Turn
 from evaluators.provenance import provenance_record
+from evaluators.provenance.endings import classify as classify_ending
 from factory.store import (
     Batch,
     Store,
@@ -125,7 +126,9 @@ class _FileWriter:
              "message": q.message}
         )
 
-    def turn(self, turn: Turn) -> None:
+    def turn(self, turn: Turn, *, last: bool | None = None) -> None:
+        # Hand-offs and closing messages first: coverage and every later reader see the pack's delivery state.
+        turn = classify_ending(turn, self.pack, last=last)
         rec = provenance_record(turn, self.pack)
         self.turns.add(turn_row(turn, segment=rec.segment.segment, source_id=self.source_id))
         self.provenance.add({
@@ -138,8 +141,8 @@ class _FileWriter:
     def conversation(self, conv: Conversation) -> None:
         # Duplicate ids within a file are the adapter's to catch (it knows the record's location).
         self.conversations.add(conversation_row(conv, source_id=self.source_id))
-        for t in conv.turns:
-            self.turn(t)
+        for k, t in enumerate(conv.turns):
+            self.turn(t, last=k == len(conv.turns) - 1)
         for ev in conv.events:
             self.events.add(event_row(ev, source_id=self.source_id))
         self.accepted += 1

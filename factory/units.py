@@ -38,18 +38,30 @@ def user_key(turn: Turn) -> str:
 def build_conversations(
     turns: Iterable[Turn], *, events: dict[str, list[OutcomeEvent]], attributes: dict[str, dict],
 ) -> tuple[Conversation, ...]:
-    """Group one user's turns into conversations, each in turn order; conversations by first start."""
+    """Group one user's turns into conversations, each in turn order; conversations by first start.
+
+    The user's closing message (delivery `closing`) ends its session and is no turn of it: the conversation
+    keeps its id and the pattern that recognised it in `attributes["closed_by_user"]`.
+    """
     by_conv: dict[str, list[Turn]] = {}
+    closing: dict[str, Turn] = {}
     for t in turns:
-        by_conv.setdefault(t.conversation_id, []).append(t)
+        if t.delivery == "closing":
+            closing[t.conversation_id] = t
+        else:
+            by_conv.setdefault(t.conversation_id, []).append(t)
     convs = []
     for cid, ts in by_conv.items():
+        attrs = attributes.get(cid, {})
+        if cid in closing:
+            c = closing[cid]
+            attrs = {**attrs, "closed_by_user": {"turn_id": c.id, "pattern": c.attributes.get("closing_pattern")}}
         ts.sort(key=lambda t: (t.index, t.start is None, t.start or _EPOCH))
         starts = [t.start for t in ts if t.start is not None]
         ends = [t.end or t.start for t in ts if (t.end or t.start) is not None]
         convs.append(Conversation(
             id=cid, user_id=ts[0].user_id, start=min(starts) if starts else None, end=max(ends) if ends else None,
-            turns=tuple(ts), events=tuple(events.get(cid, ())), attributes=attributes.get(cid, {}),
+            turns=tuple(ts), events=tuple(events.get(cid, ())), attributes=attrs,
         ))
     convs.sort(key=lambda c: (c.start is None, c.start, c.id))
     return tuple(convs)

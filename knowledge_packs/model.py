@@ -234,11 +234,17 @@ class Lexicon(_Frozen):
     """The agent asking the user to clarify (Trajectory: clarification loop)."""
     context_repair: tuple[LexiconPattern, ...] = ()
     """The user restating or correcting context the agent lost or got wrong (Trajectory: context repair)."""
+    closing: tuple[LexiconPattern, ...] = ()
+    """A user's closing message that expects no reply ("thanks, that's all", "再见", a simulator's stop token):
+    when the session's last message matches and got no answer, it ends the session instead of being a turn
+    with a missing answer."""
     truncation_markers: tuple[str, ...] = ()
     """Literal strings that mark cut-off text, e.g. `[truncated]`; compared case-insensitively after the
     same normalization as patterns."""
 
-    @field_validator("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
+    @field_validator(
+        "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "closing"
+    )
     @classmethod
     def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
         return _unique_ids(v)
@@ -266,6 +272,21 @@ class CoveragePolicy(_Frozen):
     )
     """Field -> attribute keys declaring that field's original length in characters (first found wins);
     request and answer look in turn attributes, input and output in the span's attributes."""
+
+
+class HandoffPolicy(_Frozen):
+    """How a turn that hands the conversation to a person is recognised: it is neither delivered nor failed.
+
+    Names are case-insensitive shell-style globs (`transfer_to_human*`). A tool span matches by its name or its
+    `tool.name` / `gen_ai.tool.name` attribute; a hand-off counts only when the call did not fail.
+    """
+
+    tool_names: tuple[str, ...] = ()
+    """Tools whose successful call hands the user to a person (`transfer_to_human_agents`, `escalate_to_agent`):
+    the turn is `handed_off` whatever the agent said around the call."""
+    span_names: tuple[str, ...] = ()
+    """Names of hand-off spans (agent frameworks' hand-off steps): the turn is `handed_off` only when no answer
+    was delivered after it, since a hand-off between agents usually ends in the next agent's answer."""
 
 
 class Thresholds(_Frozen):
@@ -475,6 +496,8 @@ class KnowledgePack(_Frozen):
     """Language code -> that language's lexicons."""
     coverage: CoveragePolicy = Field(default_factory=CoveragePolicy)
     """Which evidence fields are required and where original lengths are declared."""
+    handoff: HandoffPolicy = Field(default_factory=HandoffPolicy)
+    """Which tool calls and spans hand the conversation to a person (delivery state `handed_off`)."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Thresholds of the deterministic analyses."""
     clauses: tuple[Clause, ...] = ()

@@ -185,7 +185,9 @@ def coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
         ),
         field_coverage(
             turn.answer, unit_id=turn.id, field="answer", label="answer", attributes=turn.attributes,
-            pack=pack, required="answer" in required, finish_applies=True,
+            # A hand-off or the user's goodbye expects no answer from the agent: its absence is no gap.
+            pack=pack, required="answer" in required and turn.delivery not in ("handed_off", "closing"),
+            finish_applies=True,
             delivery_truncated=turn.delivery == "failed_truncated",
         ),
     ]

@@ -14,11 +14,13 @@ from evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
 from evaluators.provenance.attacks import InjectionFlag, scan_turn
 from evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
 from evaluators.provenance.coverage import Coverage, coverage
+from evaluators.provenance.endings import VERSION as ENDINGS_VERSION
 from evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
 from evaluators.provenance.segments import SegmentResult, segment_turn
 from knowledge_packs import KnowledgePack
 
-VERSION = f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION}"
+VERSION = (f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
+           f"endings={ENDINGS_VERSION}")
 """Version of the provenance component's logic (without the pack, whose digest is recorded separately)."""
 
 

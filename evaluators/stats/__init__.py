@@ -15,6 +15,7 @@ from evaluators.stats.agreement import (
     rating_counts,
     two_decimals,
 )
+from evaluators.stats.auc import AUC, cluster_auc, rank_auc
 from evaluators.stats.clustered import (
     ClusterRatio,
     cluster_bootstrap_ci,
@@ -38,6 +39,7 @@ from evaluators.stats.text import bigram_jaccard, char_bigrams, normalize_text
 
 __all__ = [
     "ADMISSION_THRESHOLD",
+    "AUC",
     "Admission",
     "ClusterRatio",
     "Estimate",
@@ -51,6 +53,7 @@ __all__ = [
     "admit",
     "bigram_jaccard",
     "char_bigrams",
+    "cluster_auc",
     "cluster_bootstrap_ci",
     "cluster_proportion_ci",
     "cluster_ratio_se",
@@ -61,6 +64,7 @@ __all__ = [
     "mean",
     "normalize_text",
     "proportion_ci",
+    "rank_auc",
     "rating_counts",
     "stratified_mean",
     "two_decimals",

@@ -29,6 +29,7 @@ from evaluators.components.execution.rollup import (
     FailureItem,
     Meta,
     cluster_of,
+    count_result,
     failure_rollup,
     median_result,
     rate_result,
@@ -39,7 +40,7 @@ from evaluators.core.registry import Analysis, Observations, UnitRow
 from evaluators.stats import cluster_bootstrap_ci
 from knowledge_packs import KnowledgePack
 
-VERSION = "1"
+VERSION = "2"
 
 BAND_EDGES_S = (10.0, 120.0)
 """Latency band edges (seconds) after the pack's fast-failure edge: <fast, fast-10, 10-120, >120 (the study's)."""
@@ -62,9 +63,15 @@ def mode_of(row: UnitRow) -> str | None:
 
 
 def failed(row: UnitRow) -> bool | None:
-    """Whether the turn failed to deliver; None when delivery was not decided."""
+    """Whether the turn failed to deliver; None when delivery was not decided or was no delivery at all (a
+    hand-off to a person)."""
     v = row.values.get(DELIVERED)
     return None if v not in ("yes", "no") else v == "no"
+
+
+def handed_off(row: UnitRow) -> bool:
+    """Whether the turn handed the user to a person (neither delivered nor failed)."""
+    return row.values.get(DELIVERED) == "not_applicable" and row.facts.get(DELIVERED) == "handed_off"
 
 
 def _by_mode(rows: Sequence[UnitRow]) -> dict[str, list[UnitRow]]:
@@ -94,6 +101,11 @@ def failure_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
         out.append(rate_result(outcomes, meta, layer="trace", metric="failure_rate", stratum=stratum))
         out.append(rate_result(outcomes, meta, layer="trace", metric="failure_rate.wilson", stratum=stratum,
                                method="wilson", note="turns treated as independent"))
+        if stratum == "all":
+            decided = [r for r in group if failed(r) is not None or handed_off(r)]
+            out.append(count_result(meta, layer="trace", metric="handed_off", value=sum(map(handed_off, group)),
+                                    n=len(decided), note="turns handed to a person; neither delivered nor failed, "
+                                                         "so outside the failure rate"))
     return out + uncollected_results(rows, (DELIVERED, MODE), meta, layer="trace")
 
 

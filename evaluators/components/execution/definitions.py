@@ -55,7 +55,9 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
     _d(DELIVERED, "Did the turn's answer reach the user?",
        description="no when the answer is empty, the turn ended in an error, or the answer was cut off; the fact "
                    "holds the failure kind (failed_empty / failed_error / failed_truncated). Uncollected when the "
-                   "source cannot tell (no answer recorded and no error)."),
+                   "source cannot tell (no answer recorded and no error). not_applicable, fact `handed_off`, "
+                   "when the agent handed the user to a person (the pack's hand-off tools and spans): neither a "
+                   "delivery nor a failure."),
     _d(HAS_THINKING, "Did the turn run a thinking (reasoning) step?",
        description="yes when a span of kind `reasoning` is present; uncollected when no span tree was recorded."),
     _d(HAS_RETRIEVAL, "Did the turn run a retrieval step?",

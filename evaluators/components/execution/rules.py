@@ -27,7 +27,7 @@ from evaluators.components.execution.definitions import (
 )
 from evaluators.core.registry import RuleAnswer, RuleContext, SpanView, rule
 
-VERSION = "1"
+VERSION = "2"
 """Version of these rules; the cache also keys on this module's source."""
 
 PROGRESS_KEYS = ("agent.progress", "job.progress", "task.progress")
@@ -70,6 +70,14 @@ def delivered(turn: Turn, ctx: RuleContext) -> RuleAnswer:
         return RuleAnswer("yes", evidence=(answer,), reason="a non-empty answer was delivered")
     if state == "unknown":
         return RuleAnswer("uncollected", reason="the source shows neither an answer nor an error for this turn")
+    if state == "handed_off":
+        span = turn.attributes.get("handoff_span_id")
+        evidence = (text_pointer(span, "output", None),) if isinstance(span, str) else ()
+        return RuleAnswer("not_applicable", fact=state, evidence=evidence,
+                          reason=f"handed off to a person ({turn.attributes.get('handoff_name') or 'hand-off'}): "
+                                 "neither delivered nor failed")
+    if state == "closing":
+        return RuleAnswer("not_applicable", fact=state, reason="the user's closing message expects no answer")
     if state == "failed_error":
         erroring = [s for s in turn.spans if s.status == "error"]
         evidence = tuple(text_pointer(s.id, "error", s.error) for s in erroring) or (answer,)

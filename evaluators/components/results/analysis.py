@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
-from evaluators.components.execution.analysis import failed
+from evaluators.components.execution.analysis import failed, handed_off
 from evaluators.components.execution.definitions import DELIVERED
 from evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
@@ -35,16 +35,17 @@ from evaluators.components.results.definitions import (
     RETURNED_WITHIN_T,
 )
 from evaluators.components.results.rollup import REDO_FLAG, session_rollup
+from evaluators.components.results.rules import NOT_OBSERVABLE
 from evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
 from evaluators.core.model import Result, Value
 from evaluators.core.registry import Analysis, Observations, UnitRow
 from evaluators.stats import cluster_bootstrap_ci
 from knowledge_packs import KnowledgePack
 
-VERSION = "1"
+VERSION = "2"
 
-END_STATES = ("failed", "delivered")
-"""How a session ended: its last turn's `execution.delivered` is no / yes."""
+END_STATES = ("failed", "delivered", "handed_off")
+"""How a session ended: its last turn's `execution.delivered` is no / yes / a hand-off to a person."""
 
 
 class Session(NamedTuple):
@@ -55,7 +56,10 @@ class Session(NamedTuple):
     turns: int
     """Turns of the session among the trace rows (0: none observed)."""
     ended: str | None
-    """`failed` / `delivered`, None when the last turn's delivery was not decided (or no turn is known)."""
+    """`failed` / `delivered` / `handed_off`, None when the last turn's delivery was not decided (or no turn is
+    known)."""
+    observable: bool
+    """False when the source's user ids name no person: return, interval and redo cannot be observed."""
     returned: str | None
     """`returned` / `not_returned` / `censored`, None when uncollected."""
     interval_s: float | None
@@ -87,11 +91,14 @@ def sessions(obs: Observations) -> list[Session]:
         own = turns.get(sid, [])
         last = max(own, key=lambda t: (t.index, t.start or 0.0), default=None)
         end = None if last is None else failed(last)
+        ended = None if end is None else ("failed" if end else "delivered")
+        if last is not None and handed_off(last):
+            ended = "handed_off"
         returned = _fact(row, RETURNED_WITHIN_T)
         interval = _fact(row, RETURN_INTERVAL_S)
         out.append(Session(
             id=sid, cluster=cluster_of(row), turns=len(own),
-            ended=None if end is None else ("failed" if end else "delivered"),
+            ended=ended, observable=row.facts.get(RETURNED_WITHIN_T) != NOT_OBSERVABLE,
             returned=returned if returned in (RETURNED, NOT_RETURNED, CENSORED) else None,  # type: ignore[arg-type]
             interval_s=float(interval) if isinstance(interval, int | float) else None,
             redo=row.values.get(REDO), feedback=_fact(row, FEEDBACK),
@@ -101,6 +108,12 @@ def sessions(obs: Observations) -> list[Session]:
 
 def _strata(ss: Sequence[Session]) -> list[tuple[str, list[Session]]]:
     return [("all", list(ss)), *((f"after={e}", [s for s in ss if s.ended == e]) for e in END_STATES)]
+
+
+def _hidden_note(ss: Sequence[Session]) -> str:
+    k = sum(not s.observable for s in ss)
+    return (f"; not observable for {k} sessions: the source's user ids name no person, so no later session of "
+            "the same person can be seen") if k else ""
 
 
 def _unknown_end_note(ss: Sequence[Session]) -> str:
@@ -118,10 +131,14 @@ def return_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
         decided = [(s.cluster, s.returned == RETURNED) for s in group if s.returned in (RETURNED, NOT_RETURNED)]
         censored = sum(s.returned == CENSORED for s in group)
         out.append(rate_result(decided, meta, layer="engagement", metric="return_rate_within_t", stratum=stratum,
-                               note=f"T = {days}; {censored} censored sessions excluded from the denominator"))
+                               note=f"T = {days}; {censored} censored sessions excluded from the denominator"
+                                    + _hidden_note(group)))
     for label in (RETURNED, NOT_RETURNED, CENSORED):
         out.append(count_result(meta, layer="engagement", metric=f"sessions.{label}", n=len(ss),
                                 value=sum(s.returned == label for s in ss)))
+    out.append(count_result(meta, layer="engagement", metric=f"sessions.{NOT_OBSERVABLE}", n=len(ss),
+                            value=sum(not s.observable for s in ss),
+                            note="sessions whose user id names no person: return, interval and redo unobservable"))
     return out + uncollected_results(obs.layer("conversation"), (RETURNED_WITHIN_T,), meta, layer="conversation")
 
 
@@ -131,7 +148,8 @@ def return_interval(obs: Observations, pack: KnowledgePack) -> list[Result]:
     ss = sessions(obs)
     note = "observed returns only (any length); sessions with no later session seen are censored and left out"
     out = [median_result(meta, [(s.cluster, s.interval_s) for s in group if s.interval_s is not None],
-                         layer="engagement", metric="median_return_interval_s", stratum=stratum, note=note)
+                         layer="engagement", metric="median_return_interval_s", stratum=stratum,
+                         note=note + _hidden_note(group))
            for stratum, group in _strata(ss)]
     return out + uncollected_results(obs.layer("conversation"), (RETURN_INTERVAL_S,), meta, layer="conversation")
 
@@ -143,7 +161,7 @@ def redo_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
     note = f"bigram Jaccard >= {pack.thresholds.redo_jaccard:g}; sessions with a later session only"
     out = [rate_result([(s.cluster, s.redo == "yes") for s in group if s.redo in ("yes", "no")], meta,
                        layer="engagement", metric="redo_rate", stratum=stratum,
-                       note=note + ("; " + _unknown_end_note(ss) if stratum == "all" else ""))
+                       note=note + ("; " + _unknown_end_note(ss) if stratum == "all" else "") + _hidden_note(group))
            for stratum, group in _strata(ss)]
     return out + uncollected_results(obs.layer("conversation"), (REDO,), meta, layer="conversation")
 

@@ -25,10 +25,37 @@ from evaluators.components.results.definitions import (
 from evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, rule
 from evaluators.stats import bigram_jaccard
 
-VERSION = "1"
+VERSION = "2"
 """Version of these rules; the cache also keys on this module's source."""
 
 _NO_WINDOW = "the user's later sessions were not provided (no engagement view)"
+
+NOT_OBSERVABLE = "not_observable"
+"""The fact of a cross-session datum (return, interval, redo) where the source's user ids name no real person:
+no later session of the same person can be seen, so the datum is `not_applicable` with this fact and a reason."""
+
+IDENTITY_KEY = "user_identity"
+"""Conversation attribute in which an adapter says what its user ids name: `person` (an OTel `user.id` /
+`enduser.id`, a chat log's `user_id`), `simulated` (a benchmark's simulated customer, shared by independent
+trials), or `none`. Absent: `person` when the conversation has a user id, `none` otherwise."""
+
+
+def identity(conv: Conversation) -> str:
+    """What the conversation's user id names: `person`, `simulated`, `none` (see `IDENTITY_KEY`)."""
+    declared = conv.attributes.get(IDENTITY_KEY)
+    if isinstance(declared, str) and declared:
+        return declared
+    return "person" if conv.user_id is not None else "none"
+
+
+def not_observable(conv: Conversation) -> RuleAnswer | None:
+    """A `not_applicable` answer saying why later sessions of this user cannot be observed, or None."""
+    who = identity(conv)
+    if who == "person":
+        return None
+    why = ("the source names no user" if who == "none" else
+           f"the source's user ids name {who} users, not people (independent sessions share them)")
+    return RuleAnswer("not_applicable", fact=NOT_OBSERVABLE, reason=f"not observable: {why}")
 
 
 def _utc(t: datetime | None) -> datetime | None:
@@ -77,7 +104,11 @@ class Following(NamedTuple):
 
 
 def following(conv: Conversation, ctx: RuleContext) -> Following | RuleAnswer:
-    """The session's successor in the user's window, or an `uncollected` answer saying why it cannot be found."""
+    """The session's successor in the user's window, or an answer saying why it cannot be found: `uncollected`
+    without the window, `not_applicable` (not observable) when the user id names no person."""
+    hidden = not_observable(conv)
+    if hidden is not None:
+        return hidden
     view = ctx.engagement
     if view is None:
         return RuleAnswer("uncollected", reason=_NO_WINDOW)

@@ -68,14 +68,18 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
                    "follows it) is one clarification exchange; two or more exchanges in a session are a loop. "
                    "Fact: exchanges beyond the first. Evidence: the clarifying phrases and the user's answers."),
     _d(SESSION_TERMINATION, "Does the session end right after a turn whose answer failed to reach the user?",
-       description="Rule: the last turn's delivery state is a failure (empty, error, truncated). Uncollected when "
-                   "the source cannot tell whether the last answer was delivered. Fact: 1 or 0."),
+       description="Rule: the last turn's delivery state is a failure (empty, error, truncated). A hand-off to a "
+                   "person is no failure; the user's closing message (goodbye, stop token) is no turn, so the "
+                   "session's last turn is the one before it. Uncollected when the source cannot tell whether the "
+                   "last answer was delivered. Fact: 1 or 0."),
     _d(ABANDONMENT, "Does the user give up on the agent in this session?",
        description="Rule: a request matching the pack's abandonment lexicon (\"forget it\", \"算了\"), or the session "
                    "ends on a failed turn that resent an earlier failed request (the user retried, failed again "
                    "and left). A single failure at the end is session termination, not abandonment."),
     _d(FRUSTRATION, "Does the user express frustration with the agent?",
-       description="Rule: a request matching the pack's frustration lexicon. Fact: number of such requests."),
+       description="Rule: a request after the session's first matching the pack's frustration lexicon (the "
+                   "opening request comes before anything the agent did: frustration there is with the user's "
+                   "situation). Fact: number of such requests."),
     _d(TURNS, "How many turns does the session have?", kind="fact",
        description="Fact: the number of turns. A one-turn session with no event is censored, not smooth."),
     _d(REPLAY_TURNS, "Which turns resend the request just before them (verbatim or near-verbatim)?", kind="fact",

@@ -7,8 +7,10 @@ Where a phrase list cannot decide (a context repair in the user's own words) the
 unless the pack lists the item in `rules_decide` (its lexicon is trusted complete for that agent): then
 finding nothing is a "no".
 
-A turn is failed when its delivery state is one of the failures (as `execution.delivered` decides it), delivered
-when it is `delivered`, and undecided when the source cannot tell.
+A turn is failed when its delivery state is one of the failures (as `execution.delivered` decides it), not failed
+when it is `delivered` or `handed_off` (the agent handed the user to a person), and undecided when the source
+cannot tell. The user's closing message is no turn of the session (see `factory.units`): the session ends on the
+turn before it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from adapters.model import Conversation, EvidencePointer, Turn
+from adapters.model import FAILED_STATES, Conversation, EvidencePointer, Turn
 from evaluators.components.trajectory.definitions import (
     ABANDONMENT,
     CLARIFICATION_LOOP,
@@ -33,7 +35,7 @@ from evaluators.provenance import normalize as _norm
 from evaluators.stats import bigram_jaccard, normalize_text
 from knowledge_packs import KnowledgePack, compile_pattern
 
-VERSION = f"2+norm{_norm.VERSION}"
+VERSION = f"3+norm{_norm.VERSION}"
 """Version of these rules, including the text normalization the lexicons match on."""
 
 LexiconKind = Literal["frustration", "abandonment", "clarification", "context_repair"]
@@ -94,10 +96,11 @@ def replays(conv: Conversation, pack: KnowledgePack) -> list[tuple[Turn, Turn, R
 
 
 def failed(turn: Turn) -> bool | None:
-    """True for a failed delivery, False for a delivered answer, None when the source cannot tell."""
-    if turn.delivery == "delivered":
+    """True for a failed delivery, False for a delivered answer or a hand-off to a person, None when the source
+    cannot tell."""
+    if turn.delivery in ("delivered", "handed_off"):
         return False
-    return None if turn.delivery == "unknown" else True
+    return True if turn.delivery in FAILED_STATES else None
 
 
 def whole(turn: Turn, field: Literal["request", "answer"]) -> EvidencePointer:
@@ -199,7 +202,12 @@ def session_termination(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
     if state is None:
         return RuleAnswer("uncollected", reason="the source cannot tell whether the last answer was delivered")
     if not state:
-        return RuleAnswer("no", fact=0.0, reason="the last answer was delivered")
+        why = ("the session ends on a hand-off to a person" if last.delivery == "handed_off"
+               else "the last answer was delivered")
+        closed = conv.attributes.get("closed_by_user")
+        if isinstance(closed, dict):
+            why += "; the user closed the session"
+        return RuleAnswer("no", fact=0.0, evidence=(whole(last, "answer"),), reason=why)
     return RuleAnswer("yes", fact=1.0, evidence=(whole(last, "answer"),),
                       reason=f"the session ends on turn {last.index}, {last.delivery}")
 
@@ -224,8 +232,11 @@ def abandonment(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
 
 @rule(FRUSTRATION)
 def frustration(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
-    found = _request_hits(conv, ctx, "frustration")
+    # Frustration *with the agent* needs something the agent did: the session's opening request, before any
+    # answer, is about the user's situation ("my flight is delayed and I'm really frustrated").
+    found = _request_hits(conv, ctx, "frustration", skip_first=True)
     if not found:
-        return RuleAnswer("no", fact=0.0, reason=f"no frustration phrase in {len(conv.turns)} requests")
+        return RuleAnswer("no", fact=0.0, reason=f"no frustration phrase in {max(len(conv.turns) - 1, 0)} requests "
+                                                 "after the first")
     return RuleAnswer("yes", fact=float(len(found)), evidence=tuple(h.pointer for _, h in found),
                       reason=_lexicon_reason(found))
