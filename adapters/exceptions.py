@@ -6,7 +6,8 @@ It lives in `adapters` because that package is the root of the dependency order 
     AgentFactoryError            root: anything this project raises on purpose
     ├── SpecError                the user's input is wrong: a spec, pack, config, option or file format
     │   └── UnknownNameError     a name not in a registry; the message lists the valid names
-    └── CollectionError          a collector could not obtain a datum (model, budget, transport)
+    ├── CollectionError          a collector could not obtain a datum (model, budget, transport)
+    └── StoreError               the store cannot be opened or written (held by another process, not a store)
 """
 
 from __future__ import annotations
@@ -34,3 +35,7 @@ class UnknownNameError(SpecError):
 
 class CollectionError(AgentFactoryError):
     """A collector could not obtain a datum (model failure, budget exhausted, transport error)."""
+
+
+class StoreError(AgentFactoryError):
+    """The store cannot be opened or written: another process holds it, or the file is no DuckDB store."""

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from adapters.base import adapter_names, get_adapter
-from adapters.exceptions import AgentFactoryError
+from adapters.exceptions import AgentFactoryError, SpecError
 from factory.store import DEFAULT_STORE, Store
 
 EXIT_USER_ERROR = 1
@@ -34,6 +34,27 @@ app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False)
 out = Console(highlight=False)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            v = version("agent-factory")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            v = "unknown (not installed)"
+        out.print(f"agent-factory {v}", markup=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Closed-loop evaluation of LLM agents: ingest (or simulate) traces, build evaluator suites, run them."""
 
 StoreOpt = Annotated[
     Path,
@@ -226,19 +247,36 @@ def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, con
             cache_dir: Path | None, unapproved: bool, concurrency: int = 8, full: bool = False) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs)."""
     from evaluators.collect import Budget, Cascade, DatumCache, load_model_config
+    from evaluators.collect.prompt import template_dir
     from factory.run import Runner
     from factory.suite import load_suite
 
     chosen = load_suite(suite, pack=pack, store=st, allow_unapproved=unapproved)
+    ingested = st.get_meta("pack")
+    if ingested and ingested not in (chosen.pack.name, chosen.pack.extends):
+        # Segments, hand-offs, closing messages and coverage were decided at ingest with that pack: results of
+        # this suite would mix two packs' knowledge and replace the stored results without a word.
+        raise SpecError(f"{store}: ingested with pack {ingested!r}, but the suite runs pack {chosen.pack.name!r}"
+                        f"{f' (extends {chosen.pack.extends!r})' if chosen.pack.extends else ''}; ingest into a "
+                        f"new store with --pack {chosen.pack.extends or chosen.pack.name}, or run with the pack "
+                        f"used at ingest")
     if chosen.notice:
         err.print(f"[yellow]note:[/yellow] {chosen.notice}", soft_wrap=True)
     cfg = load_model_config(config)
+    # Prompts render from the suite's (approved) templates: a template edit a person approved is what runs.
     cascade = Cascade(
         cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"),
-        budget=Budget(cfg.budget),
+        budget=Budget(cfg.budget), templates=template_dir(chosen.files),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
                   full=full)
+
+
+def _value_text(v: Any, m: dict[str, Any]) -> str:
+    """A result's value for people: counts (whole numbers without an interval) as integers, rates to 3 places."""
+    if isinstance(v, float) and v.is_integer() and m.get("low") is None and m.get("high") is None:
+        return f"{int(v):,}"
+    return f"{v:.3f}" if isinstance(v, float) else str(v)
 
 
 def _run_line(report: Any) -> str:
@@ -301,8 +339,7 @@ def run(
         for m in comp["metrics"][:25]:
             v = m["value"]
             ci = f"{m['low']:.3f}-{m['high']:.3f}" if m["low"] is not None and m["high"] is not None else ""
-            table.add_row(m["metric"], m["layer"], m["stratum"], f"{v:.3f}" if isinstance(v, float) else str(v), ci,
-                          f"{m['n']:,}")
+            table.add_row(m["metric"], m["layer"], m["stratum"], _value_text(v, m), ci, f"{m['n']:,}")
         if len(comp["metrics"]) > 25:
             table.caption = f"{len(comp['metrics']) - 25} more in --json"
         out.print(table)

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from adapters.exceptions import SpecError, UnknownNameError
-from evaluators.collect.prompt import template_digest
+from evaluators.collect.prompt import template_dir, template_digest
 from evaluators.collect.schema import build_sigma, json_schema
 from evaluators.core import (
     AnalysisRef,
@@ -156,9 +156,11 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
     if ev.knowledge_pack.knowledge_digest != pack.knowledge_digest():
         notices.append(f"{path.name}: the pack's knowledge changed since the build (base pack updated?); "
                        "`agent-factory build` and `agent-factory diff` show the effect")
+    templates = template_dir(path.parent.parent)  # the suite's own copy is what renders (see `template_dir`)
     for kind, ref in ev.templates.items():
-        if ref.digest != template_digest(kind):  # type: ignore[arg-type]
-            notices.append(f"{path.name}: prompt template {kind} changed since the build")
+        if ref.digest != template_digest(kind, templates):  # type: ignore[arg-type]
+            notices.append(f"{path.name}: prompt template {kind} changed since the build; the run renders "
+                           f"{templates / ref.file.removeprefix('templates/')}")
     extra = {k: v for k, v in registered.extra.items() if k != "definitions_for"}
     spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), extra=extra)
     return spec, notices

@@ -237,7 +237,7 @@ class Runner:
 
     async def _turn(self, defs: _Defs, key: str, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by Provenance only; everything else reads real traffic.
-        only = None if real else {"provenance"}
+        only = None if real else {s.name for s in self.specs if s.all_segments}
         if await self._collect(defs, turn.id, "trace", turn, only=only):
             self._unit(turn.id, "trace", user_key=key, user=turn.user_id, conv=turn.conversation_id,
                        index=turn.index, start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
@@ -303,12 +303,18 @@ class Runner:
         wanted = [(spec, a) for spec in self.specs for a in spec.analyses if a.name in names]
         if not wanted:
             return [], set()
-        items = {i for i in self.admitted
-                 if any(reads_component(a.reads, spec.name, self.component_of[i]) for spec, a in wanted)}
-        obs = Observations(rows=load_rows(self.store, items=items), horizon=self.horizon)
         results: list[Result] = []
-        for _spec, analysis in wanted:
-            results.extend(analysis.fn(obs, self.pack))
+        # Components that count excluded traffic (Provenance) read every segment's turns; the rest, real ones.
+        for all_segments in (False, True):
+            group = [(spec, a) for spec, a in wanted if spec.all_segments == all_segments]
+            if not group:
+                continue
+            items = {i for i in self.admitted
+                     if any(reads_component(a.reads, spec.name, self.component_of[i]) for spec, a in group)}
+            rows = load_rows(self.store, items=items, all_segments=all_segments)
+            obs = Observations(rows=rows, horizon=self.horizon)
+            for _spec, analysis in group:
+                results.extend(analysis.fn(obs, self.pack))
         return results, {a.name for _s, a in wanted}
 
     def _result_rows(self, results: Iterable[Result]) -> list[dict[str, Any]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -18,6 +19,7 @@ from typing import Any, Literal
 import duckdb
 import pyarrow as pa
 
+from adapters.exceptions import StoreError
 from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 
 SCHEMA_VERSION = 2
@@ -264,6 +266,25 @@ class Batch:
             )
 
 
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file; a `StoreError` in one line when another process holds it or it is no store."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as e:
+        text = str(e)
+        if "lock" not in text.lower():
+            raise StoreError(f"{path}: cannot open the store: {text.splitlines()[0]}") from None
+        pid = _LOCK_PID.search(text)
+        who = f"process {pid.group(1)}" if pid else "another process"
+        raise StoreError(f"{path}: the store is in use by {who} (DuckDB allows one writer at a time); wait for it "
+                         "to finish, or pass another --store") from None
+    except duckdb.Error as e:
+        raise StoreError(f"{path}: cannot open the store: {str(e).splitlines()[0]}") from None
+
+
 class Store:
     """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
 
@@ -271,7 +292,7 @@ class Store:
         self.path = Path(path)
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.con = duckdb.connect(str(self.path), read_only=read_only)
+        self.con = _connect(self.path, read_only=read_only)
         # Timestamps come back as UTC whatever the machine's zone, so reads are reproducible.
         self.con.execute("SET TimeZone = 'UTC'")
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.

@@ -20,6 +20,7 @@ import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from adapters.exceptions import SpecError
@@ -112,8 +113,11 @@ class Cascade:
         budget: Budget | None = None,
         redactor: Redactor | None = None,
         backend_factory: BackendFactory | None = None,
+        templates: Path | None = None,
     ) -> None:
         check_jury(config.jury)
+        self.templates = templates
+        """The prompt templates: a suite's approved copy (what a person reviewed); None: the package's."""
         self.config = config
         self.cache = cache if cache is not None else DatumCache(None)
         self.budget = budget if budget is not None else Budget(config.budget)
@@ -123,7 +127,7 @@ class Cascade:
         self._calls = CallCounters()
         self._counts = CascadeCounters()
         self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self.keys = CollectorKeys(config, self.redactor)
+        self.keys = CollectorKeys(config, self.redactor, templates=self.templates)
 
     # ---- counters -------------------------------------------------------------------------------
 
@@ -286,7 +290,7 @@ class Cascade:
         definitions = [it.definition for it in items]
         prompt = render_prompt(kind, unit_id=unit_id, layer=layer, definitions=definitions,
                                evidence=[it.evidence for it in items], injection_ranges=ranges,
-                               redactor=self.redactor)
+                               redactor=self.redactor, templates=self.templates)
         sigma = build_sigma(definitions)
         ck = call_key(spec.name, spec.family, prompt, json_schema(sigma))
         cached = self.cache.get_answer(ck)

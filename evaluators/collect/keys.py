@@ -13,6 +13,7 @@ projected evidence (with the injection ranges inside it) for models.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from adapters.model import EvidencePointer
@@ -28,9 +29,10 @@ from knowledge_packs import KnowledgePack
 class CollectorKeys:
     """Identities and keys for one cascade's models, templates and redactor."""
 
-    def __init__(self, config: ModelConfig, redactor: Redactor) -> None:
+    def __init__(self, config: ModelConfig, redactor: Redactor, *, templates: Path | None = None) -> None:
         self.config = config
-        self.templates = {"checklist": template_digest("checklist"), "jury": template_digest("jury")}
+        self.templates = {"checklist": template_digest("checklist", templates),
+                          "jury": template_digest("jury", templates)}
         kind = f"{type(redactor).__module__}.{type(redactor).__qualname__}"
         self.redactor_id = f"{kind}@{getattr(redactor, 'version', '?')}"
         self._identities: dict[str, CollectorIdentity] = {}

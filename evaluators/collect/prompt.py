@@ -46,10 +46,10 @@ def _json_data(value: object) -> str:
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 
-@lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
+@lru_cache(maxsize=8)
+def _environment(templates: Path) -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES),
+        loader=jinja2.FileSystemLoader(templates),
         autoescape=False,  # the prompt is not HTML; evidence is made inert by `_json_data` instead
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -60,12 +60,22 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def template_digest(kind: PromptKind) -> str:
-    """Content hash of the templates a prompt kind renders (plus sigma's and this module's versions)."""
+def template_dir(suite_files: Path | None) -> Path:
+    """Where prompts render from: a suite's `templates/` (what a person approved) when it has them, else the
+    package's own."""
+    if suite_files is not None and all((suite_files / "templates" / n).is_file() for n in _SOURCES["jury"]):
+        return (suite_files / "templates").resolve()
+    return TEMPLATES
+
+
+def template_digest(kind: PromptKind, templates: Path | None = None) -> str:
+    """Content hash of the templates a prompt kind renders (plus sigma's and this module's versions); from
+    `templates` (a suite's copy) or the package's."""
+    templates = templates if templates is not None else TEMPLATES
     h = hashlib.sha256(f"prompt{VERSION}\x1fsigma{schema.VERSION}".encode())
     for name in _SOURCES[kind]:
         h.update(b"\x1e" + name.encode() + b"\x1f")
-        h.update((TEMPLATES / name).read_bytes())
+        h.update((templates / name).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -161,14 +171,16 @@ def render_prompt(
     evidence: Sequence[ProjectedEvidence],
     injection_ranges: Sequence[EvidencePointer] = (),
     redactor: Redactor,
+    templates: Path | None = None,
 ) -> str:
-    """The prompt for one unit's items (`evidence[i]` is `definitions[i]`'s projection)."""
+    """The prompt for one unit's items (`evidence[i]` is `definitions[i]`'s projection), rendered from the
+    templates in `templates` (a suite's approved copy, or the package's)."""
     blocks, uses = evidence_blocks(evidence, injection_ranges=injection_ranges, redactor=redactor)
     items = [
         {"id": d.id, "question": redact_text(d.question, redactor), "evidence_ids": ids or ["(none)"]}
         for d, ids in zip(definitions, uses, strict=True)
     ]
-    template = _environment().get_template(_SOURCES[kind][0])
+    template = _environment(templates if templates is not None else TEMPLATES).get_template(_SOURCES[kind][0])
     return template.render(
         unit_id=redact_text(unit_id, redactor),
         layer_name=LAYER_NAMES[layer],

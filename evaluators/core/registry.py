@@ -126,6 +126,12 @@ class ComponentSpec:
         the clauses) rather than fixed."""
         return callable(self.extra.get("definitions_for"))
 
+    @property
+    def all_segments(self) -> bool:
+        """Whether it reads the turns of every traffic segment (`extra["segments"] == "all"`, as Provenance
+        does to count what it excludes), not only real traffic."""
+        return self.extra.get("segments") == "all"
+
     def definitions_for(self, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
         """Its data definitions over `pack`."""
         return tuple(self.extra["definitions_for"](pack)) if self.generated else self.definitions

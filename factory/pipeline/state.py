@@ -151,22 +151,23 @@ def row_order(r: UnitRow) -> tuple[Any, ...]:
     return (r.user_id or "", r.start if r.start is not None else 0.0, r.conversation_id or "", r.index, r.unit_id)
 
 
-def load_rows(store: Store, *, items: Collection[str]) -> dict[Layer, list[UnitRow]]:
-    """The analysed units with their values (and facts) of `items`, per layer, in `row_order`."""
+def load_rows(store: Store, *, items: Collection[str], all_segments: bool = False) -> dict[Layer, list[UnitRow]]:
+    """The analysed units with their values (and facts) of `items`, per layer, in `row_order`; with
+    `all_segments`, also the turns of excluded traffic (collected for the components that count them)."""
     # No ORDER BY: DuckDB streams the join instead of sorting millions of rows in its buffer pool; each unit's
     # row is made once and filled in place (its dicts are mutable), then each layer is sorted in Python.
     with store.memory_capped():
-        return _load_rows(store, items=items)
+        return _load_rows(store, items=items, all_segments=all_segments)
 
 
-def _load_rows(store: Store, *, items: Collection[str]) -> dict[Layer, list[UnitRow]]:
+def _load_rows(store: Store, *, items: Collection[str], all_segments: bool) -> dict[Layer, list[UnitRow]]:
     units: dict[tuple[str, str], UnitRow] = {}
     cur = store.con.cursor()
     cur.execute(
         "SELECT u.unit_id, u.layer, u.user_id, u.conversation_id, u.idx, u.start_epoch, u.end_epoch, u.mode,"
         " d.item, d.value, d.fact FROM units u LEFT JOIN (SELECT unit_id, layer, item, value, fact FROM atomic_data"
-        "  WHERE item IN (SELECT unnest(?))) d ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed",
-        [sorted(items)])
+        "  WHERE item IN (SELECT unnest(?))) d ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed OR ?",
+        [sorted(items), all_segments])
     while chunk := cur.fetchmany(50_000):
         for r in chunk:
             row = units.get((r[1], r[0]))

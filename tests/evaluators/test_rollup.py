@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from evaluators.components.execution.analysis import VERSION as EXEC_VERSION
 from evaluators.components.execution.analysis import rollup as execution_rollup
 from evaluators.components.execution.definitions import DELIVERED, SPAN_ERROR
 from evaluators.components.execution.rollup import (
@@ -99,7 +100,7 @@ def test_rows_without_a_user_are_their_own_cluster() -> None:
 def test_execution_rollup_names_its_versions() -> None:
     res = execution_rollup(study_shape(), PACK)
     assert {r.metric for r in res} == {"delivery_failure_share"}
-    assert {r.analysis_version for r in res} == {"1/rollup-1"}
+    assert {r.analysis_version for r in res} == {f"{EXEC_VERSION}/rollup-1"}
 
 
 def test_session_rollup_of_redo() -> None:
