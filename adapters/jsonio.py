@@ -145,7 +145,11 @@ def limit_record(
                 value[i] = visit(v, f"{path}[{i}]")
         return value
 
-    obj = visit(obj, "")
+    try:
+        obj = visit(obj, "")
+    except RecursionError:
+        # ijson builds arbitrarily deep values without recursion; walking one this deep is no trace record.
+        return Quarantine(source=source, location=location, message="JSON nested too deeply")
     if total > limits.max_record_chars:
         return Quarantine(
             source=source, location=location, field=largest[1] if largest[0] >= 0 else None,

@@ -227,7 +227,8 @@ def test_huge_field_is_cut_and_declared(tmp_path: Path) -> None:
     assert req["truncated"] and req["reasons"] == ["cut_at_ingest"] and not req["complete"]
     assert (req["declared_length"], req["declared_by"]) == (len(big), "ingest")
     marker = request[req["pointer"]["start"]:req["pointer"]["end"]]
-    assert marker == f"[agent-factory: {len(big) - len(request) + len(marker) + 2} of {len(big)} characters cut here at ingest]"
+    cut_chars = len(big) - (len(request) - len(marker) - 2)  # head + tail kept, with a newline either side
+    assert marker == f"[agent-factory: {cut_chars} of {len(big)} characters cut here at ingest]"
     assert fields["answer"]["complete"]
 
 
