@@ -2,6 +2,11 @@
 
 Pure functions: no I/O. Used by ingest for every format that yields spans rather than whole turns
 (OTLP, span-per-line JSON), so the rules for what a turn is live in one place.
+
+The request and answer are the root span's input and output. Many tracers leave the root empty (a `main`
+function, a job runner); then the request is the last user message of the first model call and the answer
+the reply of the last one, and the turn says so (`request_source: llm_input`, `answer_source: llm_output`,
+with the span ids), so coverage can tell a reader where the text came from.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from typing import Any
 
 from adapters.base import Quarantine
 from adapters.model import DeliveryState, Span, Turn
+from adapters.otel.messages import last_user_text, reply_text
 
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
 """Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
@@ -24,6 +30,17 @@ REQUEST_KEYS = ("agent.request", "gen_ai.prompt.user")
 """Span attributes carrying the user's request text when the root span's input is not it."""
 TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens"}
 """Finish reasons that mean the answer was cut off."""
+
+COMPLETE_WITHOUT = "coverage.complete_without"
+"""Unit attribute by which an adapter declares the text fields a complete record of the unit may lack: a
+list of `request` / `answer` on a turn, `input` / `output` on a span (an assistant message that only calls
+tools has no text, and that is the whole message). Coverage reads it (evaluators.provenance.coverage)."""
+REQUEST_SOURCE, REQUEST_SPAN = "request_source", "request_span_id"
+"""Turn attributes saying where the request was taken from when not from the root span, and from which span."""
+ANSWER_SOURCE, ANSWER_SPAN = "answer_source", "answer_span_id"
+"""Turn attributes saying where the answer was taken from when not from the root span, and from which span."""
+LLM_INPUT, LLM_OUTPUT = "llm_input", "llm_output"
+"""Values of `request_source` / `answer_source`: the first model call's input, the last model call's output."""
 
 _DELIVERY_VALUES: set[str] = {"delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"}
 
@@ -88,8 +105,10 @@ def roots_first(spans: Sequence[Span]) -> list[Span]:
     return roots + [s for s in spans if s.parent_id is not None]
 
 
-def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span]) -> DeliveryState:
-    """Delivery state: explicit attribute if any, else error status, cut-off finish reason, empty answer."""
+def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span],
+                answer_span: Span | None = None) -> DeliveryState:
+    """Delivery state: explicit attribute if any, else error status, cut-off finish reason (of the root, or of
+    the span the answer was taken from), empty answer."""
     explicit = first_attr(spans, DELIVERY_KEYS)
     if isinstance(explicit, str) and explicit in _DELIVERY_VALUES:
         return explicit  # type: ignore[return-value]
@@ -97,10 +116,13 @@ def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span]) ->
         return "unknown"
     if root.status == "error":
         return "failed_error"
-    finish = root.attributes.get("gen_ai.response.finish_reasons") or root.attributes.get("finish_reason")
-    finishes = finish if isinstance(finish, list) else [finish]
-    if any(str(f) in TRUNCATION_FINISH for f in finishes if f is not None):
-        return "failed_truncated"
+    for s in (root, answer_span):
+        if s is None:
+            continue
+        finish = s.attributes.get("gen_ai.response.finish_reasons") or s.attributes.get("finish_reason")
+        finishes = finish if isinstance(finish, list) else [finish]
+        if any(str(f) in TRUNCATION_FINISH for f in finishes if f is not None):
+            return "failed_truncated"
     if answer is None:
         return "unknown"
     if not answer.strip():
@@ -127,6 +149,19 @@ def assemble_turn(spans: Sequence[Span]) -> Turn:
     if request is None and root is not None:
         request = root.input
     answer = root.output if root is not None else None
+    attrs = dict(root.attributes) if root is not None else {}
+    answer_span = None
+    # Only an empty root hands the turn to its model calls: a root that holds the request but no answer
+    # (it failed) says the answer never came, and a model call's reply must not stand in for it.
+    empty_root = root is None or (root.input is None and root.output is None)
+    if request is None and empty_root:
+        request, span = first_llm_request(spans)
+        if span is not None:
+            attrs.update({REQUEST_SOURCE: LLM_INPUT, REQUEST_SPAN: span.id})
+    if answer is None and empty_root:
+        answer, answer_span = last_llm_answer(spans)
+        if answer_span is not None:
+            attrs.update({ANSWER_SOURCE: LLM_OUTPUT, ANSWER_SPAN: answer_span.id})
     mode = first_attr(ordered, MODE_KEYS)
     user = first_attr(ordered, USER_KEYS)
     session = first_attr(ordered, SESSION_KEYS)
@@ -139,10 +174,38 @@ def assemble_turn(spans: Sequence[Span]) -> Turn:
         request=None if request is None else str(request),
         answer=answer,
         mode=None if mode is None else str(mode),
-        delivery=delivery_of(root, answer, spans),
+        delivery=delivery_of(root, answer, spans, answer_span),
         start=start,
         end=end,
         latency_ms=latency,
         spans=tuple(spans),
-        attributes=dict(root.attributes) if root is not None else {},
+        attributes=attrs,
     )
+
+
+def _llm_spans(spans: Sequence[Span], *, by: str) -> list[Span]:
+    # Model calls in time order (start for the first, end for the last) when every one has the time,
+    # else in source order (depth first, parents before children).
+    llms = [s for s in spans if s.kind == "llm"]
+    if llms and all(getattr(s, by) is not None for s in llms):
+        return sorted(llms, key=lambda s: getattr(s, by))
+    return llms
+
+
+def first_llm_request(spans: Sequence[Span]) -> tuple[str | None, Span | None]:
+    """The last user message of the earliest model call that has one, and that call's span."""
+    for s in _llm_spans(spans, by="start"):
+        text = last_user_text(s.attributes, s.input)
+        if text is not None:
+            return text, s
+    return None, None
+
+
+def last_llm_answer(spans: Sequence[Span]) -> tuple[str | None, Span | None]:
+    """The reply of the latest model call that recorded an output, and that call's span."""
+    for s in reversed(_llm_spans(spans, by="end")):
+        if s.output is not None:
+            text = reply_text(s.attributes, s.output)
+            if text is not None:
+                return text, s
+    return None, None

@@ -6,6 +6,7 @@ from adapters.base import register
 from adapters.chat import OpenAIChatAdapter, TauBenchAdapter
 from adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
 from adapters.steplog import RunContractAdapter, StepLogAdapter
+from adapters.who_when import WhoWhenAdapter
 
 for _adapter in (
     NestedSpanTreeAdapter(),
@@ -13,6 +14,7 @@ for _adapter in (
     FlatSpanLinesAdapter(),
     TauBenchAdapter(),
     OpenAIChatAdapter(),
+    WhoWhenAdapter(),
     RunContractAdapter(),
     StepLogAdapter(),
 ):

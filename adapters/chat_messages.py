@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from adapters.assemble import COMPLETE_WITHOUT
 from adapters.chat_io import RecordProblem, json_type, problem_from
 from adapters.model import DeliveryState, Span, Turn
 
@@ -209,6 +210,7 @@ def _assistant(
     attrs: dict[str, Any] = {"message_index": i, "role": "assistant"}
     if tcalls:
         attrs["tool_calls"] = [{"id": c.id, "name": c.function.name} for c in tcalls]
+        attrs[COMPLETE_WITHOUT] = ["output"]  # a message that calls tools is whole without text (content null)
     if other_parts:
         attrs["non_text_parts"] = other_parts
     if isinstance(msg.get("refusal"), str):

@@ -3,6 +3,11 @@
 Both readers yield `(location, obj)` pairs or `Quarantine` items and never raise on bad data: a bad line
 or record is reported and reading goes on where the format allows it (JSON lines), or stops with one
 error naming the byte where the document broke (a single JSON document).
+
+Huge fields are kept: a string over the field limit is cut to its head and tail around a marker that says
+how much is missing (`CUT_MARKER`; coverage declares such a field truncated), and the cut is noted for the
+ingest report. Only a record over the hard limit is quarantined. Ingest sets the limits around each file
+with `reading(...)`; every reader here, and the OTel readers through `limit_record`, apply them.
 """
 
 from __future__ import annotations
@@ -10,17 +15,158 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import ijson
+from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.base import Quarantine
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
-"""A string field longer than this quarantines its record (a 10 MB field is a defect, not evidence)."""
+"""Default longest string field kept whole (8 MiB characters); a longer one is cut, head and tail kept."""
+MAX_RECORD_CHARS = 64 * 1024 * 1024
+"""Default hard limit: a record holding more text than this (all its strings together) is quarantined."""
+MIN_FIELD_CHARS = 1024
+"""The smallest field limit accepted: what is kept must hold the cut marker and some text on either side."""
+
+CUT_MARKER = "[agent-factory: {cut} of {total} characters cut here at ingest]"
+"""What replaces the middle of a cut field; coverage finds it with `CUT_PATTERN` and declares the cut."""
+CUT_PATTERN = re.compile(r"\[agent-factory: (\d+) of (\d+) characters cut here at ingest\]")
+"""Finds a cut marker; group 1 is the characters cut, group 2 the field's original length."""
 
 _NAN_KEY = re.compile(r'"([^"\\]{1,200})"\s*:\s*(?:-?NaN|-?Infinity)\b')
+
+
+class FieldLimits(BaseModel):
+    """How much text one field and one record may hold when read."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_field_chars: int = Field(default=MAX_FIELD_CHARS, ge=MIN_FIELD_CHARS)
+    """A string longer than this is cut to this length: its head and tail are kept around a marker saying how
+    much was cut (OpenTelemetry's attribute-length limit truncates too, but silently)."""
+    max_record_chars: int = Field(default=MAX_RECORD_CHARS, gt=0)
+    """A record whose strings hold more characters than this in all is quarantined, not cut: no single field
+    is the problem, and keeping pieces of every field would not be the record any more."""
+
+
+class FieldCut(BaseModel):
+    """One field that was cut on reading: where it was, how long it was, how much was kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    source: str
+    """The file."""
+    location: str
+    """The record (`line 3`, `record 0`, `spans[0] child_spans[2]`, ...)."""
+    field: str
+    """Dotted path of the string within the record, as the source spells it."""
+    original_chars: int = Field(ge=0)
+    """Length of the string in the source."""
+    kept_chars: int = Field(ge=0)
+    """Length of what was kept, marker included."""
+
+
+@dataclass
+class _Reading:
+    limits: FieldLimits
+    cuts: list[FieldCut] | None
+
+
+_READING: ContextVar[_Reading] = ContextVar("adapters_jsonio_reading", default=_Reading(FieldLimits(), None))
+
+
+@contextmanager
+def reading(limits: FieldLimits) -> Iterator[list[FieldCut]]:
+    """Read with `limits` inside the block; the list it yields collects every field cut meanwhile.
+
+    Adapters keep their `read(path)` signature: the readers below look the limits up here, so ingest sets
+    them once around a file instead of every adapter passing them down.
+    """
+    cuts: list[FieldCut] = []
+    token = _READING.set(_Reading(limits, cuts))
+    try:
+        yield cuts
+    finally:
+        _READING.reset(token)
+
+
+def current_limits() -> FieldLimits:
+    """The limits in force (the defaults outside a `reading` block)."""
+    return _READING.get().limits
+
+
+def cut_text(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters: head, a marker saying how much is missing, tail."""
+    if len(text) <= limit:
+        return text
+    probe = CUT_MARKER.format(cut=len(text), total=len(text))
+    keep = max(limit - len(probe) - 2, 0)
+    head = keep - keep // 2
+    tail = keep - head
+    marker = CUT_MARKER.format(cut=len(text) - head - tail, total=len(text))
+    return f"{text[:head]}\n{marker}\n{text[len(text) - tail:] if tail else ''}"
+
+
+def limit_record(
+    obj: Any, *, source: str, location: str, skip: frozenset[str] = frozenset(),
+) -> Any | Quarantine:
+    """`obj` with every string over the field limit cut (in place: the record is fresh from the parser), or
+    a `Quarantine` when its text is over the record limit. Top-level keys in `skip` (a span's children,
+    read as records of their own) are neither measured nor cut. Cuts are noted in the `reading` block."""
+    limits = _READING.get().limits
+    total = 0
+    largest: tuple[int, str] = (-1, "")
+    cuts: list[tuple[str, int, int]] = []
+
+    def visit(value: Any, path: str) -> Any:
+        nonlocal total, largest
+        if isinstance(value, str):
+            n = len(value)
+            total += n
+            if n > largest[0]:
+                largest = (n, path or "<value>")
+            if n > limits.max_field_chars:
+                value = cut_text(value, limits.max_field_chars)
+                cuts.append((path or "<value>", n, len(value)))
+            return value
+        if isinstance(value, dict):
+            for k in value:
+                if not path and k in skip:
+                    continue
+                total += len(k)
+                value[k] = visit(value[k], f"{path}.{k}" if path else str(k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                value[i] = visit(v, f"{path}[{i}]")
+        return value
+
+    try:
+        obj = visit(obj, "")
+    except RecursionError:
+        # ijson builds arbitrarily deep values without recursion; walking one this deep is no trace record.
+        return Quarantine(source=source, location=location, message="JSON nested too deeply")
+    if total > limits.max_record_chars:
+        return Quarantine(
+            source=source, location=location, field=largest[1] if largest[0] >= 0 else None,
+            message=(f"record holds {total} characters of text, over the hard limit of {limits.max_record_chars}"
+                     f" (largest field: {largest[0]} characters)"),
+        )
+    sink = _READING.get().cuts
+    if sink is not None:
+        sink.extend(FieldCut(source=source, location=location, field=f, original_chars=n, kept_chars=k)
+                    for f, n, k in cuts)
+    return obj
+
+
+def _fits(text_chars: int) -> bool:
+    # A JSON text no longer than the field limit has no string over it and no more text than that in all.
+    limits = _READING.get().limits
+    return text_chars <= min(limits.max_field_chars, limits.max_record_chars)
 
 
 class _BareConstant(ValueError):
@@ -34,23 +180,6 @@ def _reject_constant(name: str) -> Any:
 def _nan_field(text: str) -> str | None:
     m = _NAN_KEY.search(text)
     return m.group(1) if m else None
-
-
-def find_oversize(obj: Any, limit: int = MAX_FIELD_CHARS, path: str = "") -> str | None:
-    """Dotted path of the first string longer than `limit` in a JSON value, or None."""
-    if isinstance(obj, str):
-        return path or "<value>" if len(obj) > limit else None
-    if isinstance(obj, dict):
-        for k, v in obj.items():
-            hit = find_oversize(v, limit, f"{path}.{k}" if path else str(k))
-            if hit:
-                return hit
-    elif isinstance(obj, list):
-        for i, v in enumerate(obj):
-            hit = find_oversize(v, limit, f"{path}[{i}]")
-            if hit:
-                return hit
-    return None
 
 
 def parse_json_text(text: str, *, source: str, location: str) -> Any | Quarantine:
@@ -71,7 +200,7 @@ def parse_json_text(text: str, *, source: str, location: str) -> Any | Quarantin
         return Quarantine(source=source, location=location, message="JSON nested too deeply")
 
 
-def iter_json_lines(path: Path, *, max_field_chars: int = MAX_FIELD_CHARS) -> Iterator[tuple[str, Any] | Quarantine]:
+def iter_json_lines(path: Path) -> Iterator[tuple[str, Any] | Quarantine]:
     """One JSON value per non-blank line; yields `("line N", value)` or a `Quarantine` for that line."""
     source = str(path)
     with open(path, "rb") as f:
@@ -90,22 +219,13 @@ def iter_json_lines(path: Path, *, max_field_chars: int = MAX_FIELD_CHARS) -> It
             if lineno == 1 and text.startswith("\ufeff"):
                 text = text[1:]
             obj = parse_json_text(text, source=source, location=location)
-            if isinstance(obj, Quarantine):
-                yield obj
-                continue
-            if len(text) > max_field_chars:
-                big = find_oversize(obj, max_field_chars)
-                if big:
-                    yield Quarantine(
-                        source=source, location=location, field=big,
-                        message=f"field longer than {max_field_chars} characters",
-                    )
-                    continue
-            yield location, obj
+            if not isinstance(obj, Quarantine) and not _fits(len(text)):
+                obj = limit_record(obj, source=source, location=location)
+            yield obj if isinstance(obj, Quarantine) else (location, obj)
 
 
 def iter_json_array(
-    path: Path, prefix: str = "item", *, label: str = "record", max_field_chars: int = MAX_FIELD_CHARS
+    path: Path, prefix: str = "item", *, label: str = "record",
 ) -> Iterator[tuple[str, Any] | Quarantine]:
     """Stream the items under `prefix` of one JSON document (ijson); `("record N", item)` pairs.
 
@@ -119,14 +239,8 @@ def iter_json_array(
             for obj in ijson.items(f, prefix, use_float=True):
                 location = f"{label} {done}"
                 done += 1
-                big = find_oversize(obj, max_field_chars)
-                if big:
-                    yield Quarantine(
-                        source=source, location=location, field=big,
-                        message=f"field longer than {max_field_chars} characters",
-                    )
-                    continue
-                yield location, obj
+                item = limit_record(obj, source=source, location=location)
+                yield item if isinstance(item, Quarantine) else (location, item)
         except ijson.IncompleteJSONError as e:
             msg = str(e).strip().splitlines()[0] if str(e).strip() else "unexpected end of file"
             yield Quarantine(

@@ -1,7 +1,7 @@
 """The `agent-factory` command line: thin wrappers that parse options, call the library, and print.
 
-Exit codes: 0 success; 1 an error of the user's input (spec, pack, option, file); 2 a usage error (typer);
-3 some records were quarantined (everything else was ingested).
+Exit codes: 0 success; 1 an error of the user's input (spec, pack, option, file), or an ingest that accepted
+nothing; 2 a usage error (typer); 3 some records were quarantined (everything else was ingested).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from rich.table import Table
 
 from adapters.base import adapter_names, get_adapter
 from adapters.exceptions import AgentFactoryError, SpecError
+from adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
 from factory.store import DEFAULT_STORE, Store
 
 EXIT_USER_ERROR = 1
@@ -125,6 +126,13 @@ def ingest(
         typer.Option("--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())),
     ] = None,
     pack: PackOpt = "default",
+    max_field_chars: Annotated[int, typer.Option(
+        "--max-field-chars", min=MIN_FIELD_CHARS,
+        help="Longer text fields are cut to this many characters, head and tail kept, and the cut declared.",
+    )] = MAX_FIELD_CHARS,
+    max_record_chars: Annotated[int, typer.Option(
+        "--max-record-chars", min=1, help="A record holding more text than this in all is quarantined.",
+    )] = MAX_RECORD_CHARS,
     as_json: JsonOpt = False,
 ) -> None:
     """Read trace files into the store: each file atomically, bad records quarantined with a reason."""
@@ -135,15 +143,17 @@ def ingest(
         if fmt is not None:
             get_adapter(fmt)
         kp = load_pack(pack)
+        limits = FieldLimits(max_field_chars=max_field_chars, max_record_chars=max_record_chars)
         with Store(store) as st, _progress(quiet=as_json) as progress:
             task = progress.add_task("ingesting", total=None)
             report = ingest_paths(
-                st, paths, fmt=fmt, pack=kp,
+                st, paths, fmt=fmt, pack=kp, limits=limits,
                 on_file=lambda p: progress.update(task, description=f"ingesting {p.name}"),
                 on_record=lambda n: progress.update(task, completed=n),
             )
     except AgentFactoryError as e:
         raise _fail(e) from e
+    skipped = sum(1 for f in report.files if f.status == "already-ingested")
     if as_json:
         _emit_json(report.model_dump(mode="json"))
     else:
@@ -152,12 +162,20 @@ def ingest(
         more = len(report.errors) - MAX_ERROR_LINES + report.errors_not_shown
         if more > 0:
             err.print(f"... and {more} more quarantined records (see --json, or the store's quarantine table)")
-        skipped = sum(1 for f in report.files if f.status == "already-ingested")
+        for c in report.truncated[:MAX_ERROR_LINES]:
+            err.print(f"{c.source}: {c.location}: {c.field}: cut from {c.original_chars} to {c.kept_chars} "
+                      "characters (head and tail kept)", soft_wrap=True, markup=False)
+        cut = sum(f.truncated for f in report.files)
         out.print(
             f"read {report.read}, accepted {report.accepted}, quarantined {report.quarantined} "
             f"from {len(report.files)} file(s)" + (f"; {skipped} already ingested, unchanged" if skipped else "")
-            + f" -> {store}"
+            + (f"; {cut} field(s) cut to {max_field_chars} characters" if cut else "") + f" -> {store}"
         )
+    if report.quarantined and not report.accepted and not skipped:
+        # No record of the input is in the store (none accepted now, none earlier): a failure, not a partial one.
+        if not as_json:
+            err.print("[red]error:[/red] no record was accepted; nothing was ingested")
+        raise typer.Exit(EXIT_USER_ERROR)
     if report.quarantined:
         raise typer.Exit(EXIT_QUARANTINED)
 

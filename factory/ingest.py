@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from adapters.assemble import assemble_turn, check_trace
 from adapters.base import Adapter, Quarantine, detect, get_adapter
 from adapters.exceptions import SpecError
+from adapters.jsonio import FieldCut, FieldLimits, reading
 from adapters.model import Conversation, OutcomeEvent, Span, Turn
 from evaluators.provenance import provenance_record
 from evaluators.provenance.endings import classify as classify_ending
@@ -52,6 +53,8 @@ class FileReport(BaseModel):
     """Records stored."""
     quarantined: int = 0
     """Records rejected with a reason (read = accepted + quarantined)."""
+    truncated: int = 0
+    """Fields cut to the field limit (their records were accepted; see `IngestReport.truncated`)."""
 
 
 class IngestReport(BaseModel):
@@ -71,6 +74,10 @@ class IngestReport(BaseModel):
     """The quarantined records (at most `MAX_REPORTED_ERRORS`; all are in the store)."""
     errors_not_shown: int = Field(default=0, ge=0)
     """How many errors were left out of `errors`."""
+    truncated: list[FieldCut] = Field(default_factory=list)
+    """Fields cut to the field limit, head and tail kept (at most `MAX_REPORTED_ERRORS`)."""
+    truncated_not_shown: int = Field(default=0, ge=0)
+    """How many cut fields were left out of `truncated`."""
 
 
 def file_digest(path: Path) -> str:
@@ -188,23 +195,23 @@ class _FileWriter:
 
 def ingest_file(
     store: Store, path: Path, *, fmt: str | None, pack: KnowledgePack,
-    on_record: Callable[[int], None] | None = None,
-) -> tuple[FileReport, list[Quarantine]]:
-    """Ingest one file atomically. Returns its report and its quarantined records."""
+    on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None,
+) -> tuple[FileReport, list[Quarantine], list[FieldCut]]:
+    """Ingest one file atomically. Returns its report, its quarantined records and the fields cut."""
     source = str(path)
     try:
         adapter: Adapter = get_adapter(fmt) if fmt else detect(path)
     except SpecError as e:
         q = Quarantine(source=source, location="file", field="format", message=str(e).removeprefix(f"{path}: "))
-        return FileReport(path=source, format=fmt, status="rejected", read=1, quarantined=1), [q]
+        return FileReport(path=source, format=fmt, status="rejected", read=1, quarantined=1), [q], []
     source_id = file_digest(path)
     if store.has_source(source_id):
-        return FileReport(path=source, format=adapter.name, status="already-ingested"), []
+        return FileReport(path=source, format=adapter.name, status="already-ingested"), [], []
     read = 0
     # Rows are committed batch by batch (one transaction per file would hold the whole file in DuckDB's
     # transaction-local state, so memory would grow with the file); the `sources` row written last is the
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
-    with store.file_writes(source_id):
+    with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
         w = _FileWriter(store, source_id=source_id, path=source, pack=pack)
         for item in _items(adapter, path):
             read += 1
@@ -236,8 +243,8 @@ def ingest_file(
     if on_record is not None:
         on_record(read)
     report = FileReport(path=source, format=adapter.name, status="ingested", read=read, accepted=w.accepted,
-                        quarantined=w.quarantined)
-    return report, w.errors
+                        quarantined=w.quarantined, truncated=len(cuts))
+    return report, w.errors, cuts
 
 
 def _items(adapter: Adapter, path: Path) -> Iterator[object]:
@@ -251,16 +258,20 @@ def _items(adapter: Adapter, path: Path) -> Iterator[object]:
 def ingest_paths(
     store: Store, paths: Iterable[Path], *, fmt: str | None = None, pack: KnowledgePack,
     on_file: Callable[[Path], None] | None = None, on_record: Callable[[int], None] | None = None,
+    limits: FieldLimits | None = None,
 ) -> IngestReport:
-    """Ingest every file (directories expanded); the totals and the quarantined records."""
+    """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut."""
     files: list[FileReport] = []
     errors: list[Quarantine] = []
+    truncated: list[FieldCut] = []
     hidden = 0
     for path in expand_paths(paths):
         if on_file is not None:
             on_file(path)
-        report, quarantined = ingest_file(store, path, fmt=fmt, pack=pack, on_record=on_record)
+        report, quarantined, cuts = ingest_file(store, path, fmt=fmt, pack=pack, on_record=on_record,
+                                                limits=limits)
         files.append(report)
+        truncated.extend(cuts[:max(MAX_REPORTED_ERRORS - len(truncated), 0)])
         for q in quarantined:
             if len(errors) < MAX_REPORTED_ERRORS:
                 errors.append(q)
@@ -270,6 +281,7 @@ def ingest_paths(
     return IngestReport(
         read=sum(f.read for f in files), accepted=sum(f.accepted for f in files),
         quarantined=sum(f.quarantined for f in files), files=files, errors=errors, errors_not_shown=hidden,
+        truncated=truncated, truncated_not_shown=sum(f.truncated for f in files) - len(truncated),
     )
 
 

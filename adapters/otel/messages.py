@@ -156,3 +156,112 @@ def render_indexed_genai(attrs: Mapping[str, Any], prefix: str) -> str | None:
     """Deprecated GenAI `gen_ai.prompt.<i>.role|content` keys as `role: content` lines."""
     msgs = [{"role": f.get("role"), "content": f.get("content")} for f in indexed_messages(attrs, prefix)]
     return render_messages(msgs) if msgs else None
+
+
+# ---- one message's text, for a turn built from its model calls -------------------------------------------
+
+_TEXT_PARTS = ("text", "input_text", "output_text")
+
+
+def _plain_text(content: Any) -> str | None:
+    """The text parts of a message content (string, list of parts): no tool calls, media or reasoning."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and str(part.get("type", "text")).replace("-", "_") in _TEXT_PARTS:
+            t = part.get("text", part.get("content"))
+            if isinstance(t, str):
+                texts.append(t)
+    return "\n".join(texts) if texts else None
+
+
+def _message_pairs(value: Any) -> list[tuple[str | None, str | None]]:
+    """`(role, text)` of each message in a list, a `{"messages"}` request or a Vercel prompt object."""
+    value = _maybe_json(value)
+    if isinstance(value, Mapping):
+        if isinstance(value.get("messages"), list):
+            value = value["messages"]
+        elif isinstance(value.get("prompt"), str):
+            return [("user", value["prompt"])]
+        else:
+            return []
+    if not isinstance(value, list):
+        return []
+    out: list[tuple[str | None, str | None]] = []
+    for m in value:
+        m = _maybe_json(m)
+        if isinstance(m, Mapping):
+            role = m.get("role")
+            text = _plain_text(m.get("content"))
+            if text is None and isinstance(m.get("parts"), list):
+                text = _plain_text(m["parts"])
+            out.append((role if isinstance(role, str) else None, text))
+    return out
+
+
+def _openinference_pairs(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str | None]]:
+    out: list[tuple[str | None, str | None]] = []
+    for fields in indexed_messages(attrs, prefix):
+        role = fields.get("message.role")
+        text = fields.get("message.content")
+        if not isinstance(text, str):
+            parts = [p.get("message_content.text") for p in indexed_messages(fields, "message.contents")]
+            text = "\n".join(p for p in parts if isinstance(p, str)) or None
+        out.append((role if isinstance(role, str) else None, text))
+    return out
+
+
+def _genai_indexed_pairs(attrs: Mapping[str, Any], prefix: str) -> list[tuple[str | None, str | None]]:
+    return [(f.get("role") if isinstance(f.get("role"), str) else None,
+             f.get("content") if isinstance(f.get("content"), str) else None)
+            for f in indexed_messages(attrs, prefix)]
+
+
+def model_messages(attrs: Mapping[str, Any], text: str | None, *, side: str) -> list[tuple[str | None, str | None]]:
+    """`(role, text)` of the messages of a model call's `side` (`input` or `output`), from the first convention
+    that has them: OpenInference indexed keys, GenAI messages (current, then deprecated), Vercel's prompt, and
+    last the span's own text when it is JSON of a message list or request."""
+    oi, genai, old = (("llm.input_messages", "gen_ai.input.messages", "gen_ai.prompt") if side == "input"
+                      else ("llm.output_messages", "gen_ai.output.messages", "gen_ai.completion"))
+    for pairs in (
+        lambda: _openinference_pairs(attrs, oi),
+        lambda: _message_pairs(attrs.get(genai)),
+        lambda: _message_pairs(attrs.get(old)),
+        lambda: _genai_indexed_pairs(attrs, old),
+        lambda: _message_pairs(attrs.get("ai.prompt.messages")) if side == "input" else [],
+        lambda: _message_pairs(attrs.get("ai.prompt")) if side == "input" else [],
+        lambda: _message_pairs(text),
+    ):
+        found = pairs()
+        if found:
+            return found
+    return []
+
+
+def last_user_text(attrs: Mapping[str, Any], text: str | None) -> str | None:
+    """The last user message of a model call's input; None when its input has no user message."""
+    users = [t for role, t in model_messages(attrs, text, side="input") if role in ("user", "human") and t]
+    return users[-1] if users else None
+
+
+def reply_text(attrs: Mapping[str, Any], text: str | None) -> str | None:
+    """The text a model call replied with: its last output message's text, else the `text` or `content` of a
+    completion object, else the span's output as is (a plain completion, or a reply with only tool calls)."""
+    replies = [t for _role, t in model_messages(attrs, text, side="output") if t]
+    if replies:
+        return replies[-1]
+    value = _maybe_json(text)
+    if isinstance(value, Mapping):
+        choices = value.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            value = choices[0].get("message") or choices[0]
+        for key in ("content", "text"):
+            got = _plain_text(value.get(key)) if isinstance(value, Mapping) else None
+            if got:
+                return got
+    return text

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import AdapterItem, Quarantine
-from adapters.jsonio import MAX_FIELD_CHARS, find_oversize
+from adapters.jsonio import limit_record
 from adapters.model import Span
 from adapters.otel.records import record_parts
 from adapters.otel.spanbuild import BadField, build_span, quarantine
 from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
+
+_CHILDREN = frozenset({"child_spans"})
 
 DANGLING_PARENT_KEY = "otel.parent_span_id"
 """Attribute keeping the parent a top-level span names when that parent is not in the file (the span is a root)."""
@@ -48,11 +50,12 @@ def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None,
 
 def _node_span(node: Any, *, source: str, location: str, trace_id: str | None, enclosing: str | None,
                top: bool) -> Span | Quarantine:
+    if isinstance(node, dict):
+        # The children are spans of their own, limited when their turn comes.
+        limited = limit_record(node, source=source, location=location, skip=_CHILDREN)
+        if isinstance(limited, Quarantine):
+            return limited
     try:
-        if isinstance(node, dict):
-            big = find_oversize({k: v for k, v in node.items() if k != "child_spans"}, MAX_FIELD_CHARS)
-            if big:
-                raise BadField(big, f"field longer than {MAX_FIELD_CHARS} characters")
         parts = record_parts(node, trace_id_default=trace_id)
         if top and parts.parent_id is not None:
             parts.extra[DANGLING_PARENT_KEY] = parts.parent_id

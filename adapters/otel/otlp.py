@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from adapters.base import AdapterItem, Quarantine, read_head
-from adapters.jsonio import MAX_FIELD_CHARS, find_oversize, iter_json_lines
+from adapters.jsonio import iter_json_lines, limit_record
 from adapters.model import Span
 from adapters.otel.spanbuild import (
     BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
@@ -184,10 +184,9 @@ def document_items(path: Path) -> Iterator[AdapterItem]:
                     yield from flush(False)
                 else:
                     ki += 1
-                    big = find_oversize(value, MAX_FIELD_CHARS)  # JSON lines are checked by iter_json_lines
-                    if big:
-                        yield Quarantine(source=source, location=loc(), field=big,
-                                         message=f"field longer than {MAX_FIELD_CHARS} characters")
+                    value = limit_record(value, source=source, location=loc())  # lines: by iter_json_lines
+                    if isinstance(value, Quarantine):
+                        yield value
                     elif resource is not None and si in scopes:
                         yield otlp_span(value, resource=resource, scope=scopes[si], source=source, location=loc())
                     else:

@@ -4,7 +4,14 @@ never saw in full.
 For each field (the turn's request and answer, each span's input and output) the result says whether it is
 present, empty or missing - an empty answer is evidence (a delivery failure), a missing one is a gap in the
 evidence - how many characters arrived, the original length a source declares, and whether the text was cut:
-declared longer than what arrived, a truncation marker, or a finish reason of `length`.
+declared longer than what arrived, a truncation marker, a finish reason of `length`, or cut at ingest
+because it was over the field limit (`adapters.jsonio.CUT_MARKER`).
+
+What a complete record is depends on the format, so the adapter says it: a unit's `coverage.complete_without`
+attribute (`adapters.assemble.COMPLETE_WITHOUT`) lists the fields it may lack and still be whole (an assistant
+message that only calls tools has no text output). A turn whose delivery is `handed_off` or `closing` expects
+no answer. A request or answer taken from a model call rather than the root span names its source. Every
+incomplete field carries the pointer to its gap.
 """
 
 from __future__ import annotations
@@ -14,13 +21,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.assemble import TRUNCATION_FINISH
-from adapters.model import Span, Turn
+from adapters.assemble import (
+    ANSWER_SOURCE, ANSWER_SPAN, COMPLETE_WITHOUT, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH,
+)
+from adapters.jsonio import CUT_PATTERN
+from adapters.model import EvidencePointer, Span, Turn
 from evaluators.provenance import normalize as _norm
 from evaluators.provenance.segments import lookup
 from knowledge_packs import KnowledgePack
 
-VERSION = f"1+norm{_norm.VERSION}"
+VERSION = f"2+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""
 
 FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason", "llm.finish_reason",
@@ -30,10 +40,15 @@ FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason"
 FieldState = Literal["present", "empty", "missing"]
 """`missing`: the source did not record the field (None); `empty`: recorded but blank; `present`: has text."""
 TruncationReason = Literal[
-    "declared_shorter", "marker_end", "marker_inside", "finish_length", "delivery_truncated"
+    "cut_at_ingest", "declared_shorter", "marker_end", "marker_inside", "finish_length", "delivery_truncated"
 ]
-"""Why a field is judged cut: fewer characters than declared, a marker at the end or inside the text, a
-`length` finish reason, or the turn's delivery state `failed_truncated`."""
+"""Why a field is judged cut: cut at ingest for being over the field limit, fewer characters than declared, a
+marker at the end or inside the text, a `length` finish reason, or the turn's delivery state `failed_truncated`."""
+Waiver = Literal["adapter", "delivery"]
+"""Why a missing field is no gap: the adapter declared the unit complete without it, or the turn's delivery
+state expects no answer."""
+NO_ANSWER_EXPECTED = frozenset({"handed_off", "closing"})
+"""Delivery states after which the agent owes no answer: a hand-off to a person, the user's goodbye."""
 
 
 class _Frozen(BaseModel):
@@ -64,9 +79,19 @@ class FieldCoverage(_Frozen):
     marker: str | None = None
     """The truncation marker found, if any."""
     required: bool
-    """Whether the pack requires this field (see `CoveragePolicy`)."""
+    """Whether the field must be present: the pack requires it (see `CoveragePolicy`) and nothing waives it."""
+    waived_by: Waiver | None = None
+    """What made a field the pack requires optional for this unit, if anything."""
+    source: str | None = None
+    """Where a turn's text was taken from when not from its root span (`llm_input`, `llm_output`), as the
+    turn's `request_source` / `answer_source` declares; None for the unit's own field."""
+    source_unit_id: str | None = None
+    """The span the text was taken from, with `source`."""
     complete: bool
     """False when the field is truncated, or required and missing."""
+    pointer: EvidencePointer | None = None
+    """Where the gap is, for an incomplete field: the cut marker, the whole cut text, or the empty range of
+    the missing field."""
 
 
 class Coverage(_Frozen):
@@ -105,6 +130,30 @@ def _finish_length(attributes: Mapping[str, Any]) -> bool:
     return False
 
 
+def _ingest_cut(text: str) -> tuple[int, int, int] | None:
+    """(start, end, original length) of the first ingest cut marker in `text`, if any."""
+    if "[agent-factory: " not in text:  # the marker's fixed prefix: most texts are dismissed here
+        return None
+    m = CUT_PATTERN.search(text)
+    return (m.start(), m.end(), int(m.group(2))) if m else None
+
+
+def _marker_range(text: str, marker: str) -> tuple[int, int] | None:
+    folded = text.casefold()
+    if len(folded) != len(text):  # folding changed lengths (ß -> ss): its indices are not the text's
+        return None
+    at = folded.rfind(marker.casefold())
+    return (at, at + len(marker)) if at >= 0 else None
+
+
+def waivers(attributes: Mapping[str, Any]) -> frozenset[str]:
+    """The fields a unit's adapter declared it complete without (`coverage.complete_without`)."""
+    value = lookup(attributes, COMPLETE_WITHOUT)
+    if isinstance(value, str):
+        value = [value]
+    return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list | tuple) else frozenset()
+
+
 def _marker(text: str, markers: tuple[str, ...]) -> tuple[str | None, TruncationReason | None]:
     folded = _norm.fold(text).rstrip()
     inside: str | None = None
@@ -128,22 +177,41 @@ def field_coverage(
     required: bool,
     finish_applies: bool,
     delivery_truncated: bool = False,
+    waived_by: Waiver | None = None,
+    source: str | None = None,
+    source_unit_id: str | None = None,
 ) -> FieldCoverage:
-    """Coverage of one field; `finish_applies` says whether the unit's finish reason describes this field."""
+    """Coverage of one field; `finish_applies` says whether the unit's finish reason describes this field.
+    `required` is the pack's requirement; `waived_by` lifts it."""
     state: FieldState = "missing" if text is None else ("empty" if not text.strip() else "present")
     chars = 0 if text is None else len(text)
     declared, declared_by = _declared(attributes, pack.coverage.length_keys.get(field, ()))
     reasons: list[TruncationReason] = []
-    if declared is not None and text is not None and declared > chars:
+    gap: tuple[int, int] | None = None
+    cut = _ingest_cut(text) if text else None
+    if cut is not None:
+        reasons.append("cut_at_ingest")
+        gap = cut[:2]
+        if declared is None:
+            declared, declared_by = cut[2], "ingest"
+    if declared is not None and text is not None and declared > chars and cut is None:
         reasons.append("declared_shorter")
     marker, why = _marker(text, pack.truncation_markers()) if text else (None, None)
     if why is not None:
         reasons.append(why)
+        gap = gap or _marker_range(text or "", marker or "")
     if finish_applies and _finish_length(attributes):
         reasons.append("finish_length")
     if delivery_truncated:
         reasons.append("delivery_truncated")
     truncated = bool(reasons)
+    waived = waived_by if required and state == "missing" else None
+    required = required and waived_by is None
+    complete = not truncated and not (required and state == "missing")
+    pointer = None
+    if not complete:
+        start, end = gap or (0, chars)
+        pointer = EvidencePointer(unit_id=unit_id, field=field, start=start, end=end)
     return FieldCoverage(
         unit_id=unit_id,
         field=field,
@@ -156,12 +224,17 @@ def field_coverage(
         reasons=tuple(reasons),
         marker=marker,
         required=required,
-        complete=not truncated and not (required and state == "missing"),
+        waived_by=waived,
+        source=source,
+        source_unit_id=source_unit_id,
+        complete=complete,
+        pointer=pointer,
     )
 
 
 def _span_fields(span: Span, pack: KnowledgePack) -> list[FieldCoverage]:
     required = pack.coverage.required_span_fields.get(span.kind, ())
+    declared = waivers(span.attributes)
     out = []
     for field in ("input", "output"):
         # An errored span's error message is its evidence; a missing output is then expected, not a gap.
@@ -170,25 +243,37 @@ def _span_fields(span: Span, pack: KnowledgePack) -> list[FieldCoverage]:
             field_coverage(
                 getattr(span, field), unit_id=span.id, field=field, label=f"spans.{span.id}.{field}",
                 attributes=span.attributes, pack=pack, required=needed, finish_applies=field == "output",
+                waived_by="adapter" if field in declared else None,
             )
         )
     return out
 
 
+def _source(turn: Turn, source_key: str, span_key: str) -> tuple[str | None, str | None]:
+    source, span = turn.attributes.get(source_key), turn.attributes.get(span_key)
+    return (source if isinstance(source, str) else None), (span if isinstance(span, str) else None)
+
+
 def coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
     """Coverage of every text field of `turn` under the pack's coverage policy."""
     required = pack.coverage.required_turn_fields
+    declared = waivers(turn.attributes)
+    req_source, req_span = _source(turn, REQUEST_SOURCE, REQUEST_SPAN)
+    ans_source, ans_span = _source(turn, ANSWER_SOURCE, ANSWER_SPAN)
+    answer_waiver: Waiver | None = (
+        "adapter" if "answer" in declared else "delivery" if turn.delivery in NO_ANSWER_EXPECTED else None
+    )
     fields = [
         field_coverage(
             turn.request, unit_id=turn.id, field="request", label="request", attributes=turn.attributes,
             pack=pack, required="request" in required, finish_applies=False,
+            waived_by="adapter" if "request" in declared else None, source=req_source, source_unit_id=req_span,
         ),
         field_coverage(
             turn.answer, unit_id=turn.id, field="answer", label="answer", attributes=turn.attributes,
-            # A hand-off or the user's goodbye expects no answer from the agent: its absence is no gap.
-            pack=pack, required="answer" in required and turn.delivery not in ("handed_off", "closing"),
-            finish_applies=True,
-            delivery_truncated=turn.delivery == "failed_truncated",
+            pack=pack, required="answer" in required, finish_applies=True,
+            delivery_truncated=turn.delivery == "failed_truncated", waived_by=answer_waiver,
+            source=ans_source, source_unit_id=ans_span,
         ),
     ]
     for span in turn.spans:

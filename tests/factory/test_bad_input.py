@@ -1,5 +1,6 @@
-"""The bad-input corpus: every kind of broken record gives one line naming file, record and field, exit code 3,
-no traceback, and every good record beside it is still ingested."""
+"""The bad-input corpus: every kind of broken record gives one line naming file, record and field, no traceback,
+and every good record beside it is still ingested. Exit code 3 when some records were accepted, 1 when none was.
+A huge field is no broken record: it is cut, head and tail kept, and the cut declared."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import EXIT_QUARANTINED, app
+from factory.cli import EXIT_QUARANTINED, EXIT_USER_ERROR, app
+from factory.store import Store
 
 T0 = 1_700_000_000_000_000_000
 
@@ -68,13 +70,15 @@ class Case:
     """Records expected to be quarantined."""
     field: str | None = None
     """A substring the reported field must contain (None: the error is about the file or the record)."""
+    args: tuple[str, ...] = ()
+    """Extra `ingest` options."""
 
 
 def lines(*xs: str) -> bytes:
     return ("\n".join(xs) + "\n").encode("utf-8")
 
 
-BIG = "x" * (10 * 1024 * 1024)
+MIB = 1024 * 1024
 
 CASES: list[Case] = [
     # --- chat JSON lines -----------------------------------------------------------------------
@@ -97,8 +101,10 @@ CASES: list[Case] = [
         {"role": "assistant", "content": None,
          "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": 7}}]}])), 2,
          field="arguments"),
-    Case("ten-mb-field", "c.jsonl", lines(*GOOD_CHAT, chat(3, messages=[{"role": "user", "content": BIG}])), 2,
-         field="content"),
+    # A record over the hard limit; its fields alone would only be cut (see test_huge_field_is_cut_and_declared).
+    Case("record-over-hard-limit", "c.jsonl", lines(*GOOD_CHAT, chat(3, messages=[
+        {"role": "user", "content": "y" * 600_000}, {"role": "assistant", "content": "z" * 600_000}])), 2,
+         field="messages[0].content", args=("--max-field-chars", "500000", "--max-record-chars", "1000000")),
     Case("invalid-utf8", "c.jsonl", lines(*GOOD_CHAT) + b'{"id": "c3", "messages": "\xff\xfe"}\n', 2),
     Case("bare-nan", "c.jsonl", lines(*GOOD_CHAT, '{"id": "c3", "score": NaN, "messages": []}'), 2, field="score"),
     Case("bare-infinity", "c.jsonl", lines(*GOOD_CHAT, '{"id": "c3", "score": -Infinity, "messages": []}'), 2,
@@ -159,9 +165,11 @@ CASES: list[Case] = [
 def test_bad_input(case: Case, tmp_path: Path) -> None:
     src = tmp_path / case.filename
     src.write_bytes(case.content)
-    result = CliRunner().invoke(app, ["ingest", str(src), "--store", str(tmp_path / "s.duckdb"), "--json"])
+    result = CliRunner().invoke(app, ["ingest", str(src), "--store", str(tmp_path / "s.duckdb"), "--json",
+                                      *case.args])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert result.exit_code == EXIT_QUARANTINED, result.output
+    # Nothing accepted is a failure of the whole ingest, not a partial one.
+    assert result.exit_code == (EXIT_QUARANTINED if case.good else EXIT_USER_ERROR), result.output
     report = json.loads(result.stdout)
     assert report["accepted"] == case.good
     assert report["quarantined"] == case.bad
@@ -193,3 +201,58 @@ def test_human_output_is_one_line_per_error_without_traceback(tmp_path: Path) ->
     assert err_lines[0].startswith(f"{src}: line 3: messages[0].role:")
     assert err_lines[1].startswith(f"{src}: line 4:")
     assert "read 4, accepted 2, quarantined 2" in proc.stdout
+
+
+def test_huge_field_is_cut_and_declared(tmp_path: Path) -> None:
+    big = "HEAD:" + "x" * (12 * MIB) + ":TAIL"
+    src = tmp_path / "c.jsonl"
+    src.write_bytes(lines(*GOOD_CHAT, chat(3, messages=[{"role": "user", "content": big},
+                                                        {"role": "assistant", "content": "ok"}])))
+    store = tmp_path / "s.duckdb"
+    result = CliRunner().invoke(app, ["ingest", str(src), "--store", str(store), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["read"], report["accepted"], report["quarantined"]) == (3, 3, 0)
+    assert report["files"][0]["truncated"] == 1
+    [cut] = report["truncated"]
+    assert (cut["source"], cut["location"], cut["field"]) == (str(src), "line 3", "messages[0].content")
+    assert cut["original_chars"] == len(big) and 8 * MIB - 200 <= cut["kept_chars"] <= 8 * MIB
+    with Store(store) as st:
+        request, record = st.con.execute(
+            "SELECT t.request, p.record FROM turns t JOIN provenance p ON p.turn_id = t.id WHERE t.id = 'c3/turn-0'"
+        ).fetchone()  # type: ignore[misc]
+    assert len(request) == cut["kept_chars"] and request.startswith("HEAD:x") and request.endswith("x:TAIL")
+    fields = {f["label"]: f for f in json.loads(record)["coverage"]["fields"]}
+    req = fields["request"]
+    assert req["truncated"] and req["reasons"] == ["cut_at_ingest"] and not req["complete"]
+    assert (req["declared_length"], req["declared_by"]) == (len(big), "ingest")
+    marker = request[req["pointer"]["start"]:req["pointer"]["end"]]
+    cut_chars = len(big) - (len(request) - len(marker) - 2)  # head + tail kept, with a newline either side
+    assert marker == f"[agent-factory: {cut_chars} of {len(big)} characters cut here at ingest]"
+    assert fields["answer"]["complete"]
+
+
+def test_field_limit_is_an_ingest_option(tmp_path: Path) -> None:
+    src = tmp_path / "c.jsonl"
+    src.write_bytes(lines(*GOOD_CHAT, chat(3, messages=[{"role": "user", "content": "q" * 5000}])))
+    result = CliRunner().invoke(app, ["ingest", str(src), "--store", str(tmp_path / "s.duckdb"), "--json",
+                                      "--max-field-chars", "2000"])
+    assert result.exit_code == 0, result.output
+    [cut] = json.loads(result.stdout)["truncated"]
+    assert cut["original_chars"] == 5000 and cut["kept_chars"] <= 2000
+    too_small = CliRunner().invoke(app, ["ingest", str(src), "--store", str(tmp_path / "t.duckdb"),
+                                         "--max-field-chars", "10"])
+    assert too_small.exit_code == 2  # usage error: the marker alone would not fit
+
+
+def test_nothing_accepted_exits_1_and_says_so(tmp_path: Path) -> None:
+    src = tmp_path / "bad.jsonl"
+    src.write_bytes(lines(chat(1, messages=[{"role": "wizard", "content": "hi"}]), "{oops"))
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "300"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "factory", "ingest", str(src), "--store", str(tmp_path / "s.duckdb")],
+        capture_output=True, text=True, env=env, check=False,
+    )
+    assert proc.returncode == EXIT_USER_ERROR
+    assert "read 2, accepted 0, quarantined 2" in proc.stdout
+    assert "no record was accepted" in proc.stderr and "Traceback" not in proc.stderr

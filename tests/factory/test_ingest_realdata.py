@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
+from adapters.model import DeliveryState
 from factory.ingest import ingest_paths
 from factory.store import Store
 from knowledge_packs import load_pack
@@ -80,3 +82,80 @@ def test_openinference_fixtures_ingest(tmp_path: Path) -> None:
         models = {r[0] for r in st.con.execute("SELECT model FROM spans WHERE model IS NOT NULL").fetchall()}
     assert (rep.read, rep.accepted, rep.quarantined) == (10, 10, 0)
     assert any(m.startswith("gpt-4o-mini") for m in models)
+
+
+# ---- evidence coverage and turn assembly on the shared sets ------------------------------------------------
+
+
+def _coverage_records(st: Store) -> list[tuple[str, str, dict]]:
+    rows = st.con.execute(
+        "SELECT t.id, t.delivery, p.record FROM turns t JOIN provenance p ON p.turn_id = t.id ORDER BY t.id"
+    ).fetchall()
+    return [(tid, delivery, json.loads(rec)["coverage"]) for tid, delivery, rec in rows]
+
+
+def test_tau_bench_coverage_flags_only_real_gaps(tmp_path: Path) -> None:
+    src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
+    raw = {f"tau-{r['task_id']}-{r['trial']}": r["traj"] for r in json.loads(src.read_text(encoding="utf-8"))}
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [src], pack=load_pack("default"))
+        records = _coverage_records(st)
+        attrs = dict(st.con.execute("SELECT id, attributes FROM turns").fetchall())
+    assert len(records) == 954
+    flagged = [(tid, delivery, cov) for tid, delivery, cov in records if not cov["complete"]]
+    for tid, _delivery, cov in flagged:
+        bad = [f for f in cov["fields"] if not f["complete"]]
+        # Tool-calling messages (content null) are whole: no span field is ever a gap here. What remains is
+        # the answer of a turn after whose request the log holds no assistant text: a real gap, cited.
+        assert [f["label"] for f in bad] == ["answer"], (tid, bad)
+        assert bad[0]["pointer"] == {"unit_id": tid, "field": "answer", "start": 0, "end": 0}
+        traj = raw[tid.split("/")[0]]
+        a = json.loads(attrs[tid])
+        after = traj[a["request_message_index"] + 1:a["last_message_index"] + 1]
+        assert not any(m["role"] == "assistant" and (m.get("content") or "").strip() for m in after), tid
+    if {"handed_off", "closing"} <= set(get_args(DeliveryState)):
+        # With hand-offs and goodbyes recognised (no answer is due after them), at most 2% of turns are flagged.
+        assert len(flagged) <= 0.02 * len(records)
+
+
+def test_trail_turns_have_a_request_and_an_answer_from_their_model_calls(tmp_path: Path) -> None:
+    root = shared_data("trail", "traces")
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [root], pack=load_pack("default"))
+        rows = st.con.execute("SELECT id, request, answer, attributes FROM turns").fetchall()
+        llm = {(t, i) for t, i in st.con.execute("SELECT trace_id, id FROM spans WHERE kind = 'llm'").fetchall()}
+        records = {tid: cov for tid, _d, cov in _coverage_records(st)}
+    assert len(rows) == 52
+    both = [r for r in rows if r[1] and r[2]]
+    assert len(both) >= 50
+    for tid, request, answer, attributes in both:
+        a = json.loads(attributes)
+        # The roots are empty here: the text comes from model calls, and the turn and its coverage say which.
+        assert (a["request_source"], a["answer_source"]) == ("llm_input", "llm_output")
+        assert (tid, a["request_span_id"]) in llm and (tid, a["answer_span_id"]) in llm
+        fields = {f["label"]: f for f in records[tid]["fields"]}
+        assert (fields["request"]["source"], fields["request"]["source_unit_id"]) == ("llm_input",
+                                                                                    a["request_span_id"])
+        assert fields["answer"]["source"] == "llm_output" and fields["answer"]["complete"]
+    gaia = [r for r in both if "Here is the task" in r[1]]
+    assert len(gaia) >= 40 and all(r[2].strip() for r in gaia)
+
+
+def test_who_and_when_logs_and_their_labels_reach_the_store(tmp_path: Path) -> None:
+    root = shared_data("who-and-when")
+    with Store(tmp_path / "s.duckdb") as st:
+        rep = ingest_paths(st, [root], pack=load_pack("default"))
+        events = st.con.execute(
+            "SELECT e.kind, count(*), count(DISTINCT e.conversation_id) FROM events e"
+            " JOIN conversations c ON c.id = e.conversation_id GROUP BY e.kind ORDER BY e.kind"
+        ).fetchall()
+        step_spans = st.con.execute(
+            "SELECT count(*) FROM events e JOIN spans s ON s.id = json_extract_string(e.attributes, '$.span_id')"
+            " WHERE e.kind = 'mistake_step'"
+        ).fetchone()[0]  # type: ignore[index]
+        users = st.con.execute(
+            "SELECT count(*) FROM conversations WHERE user_id IS NOT NULL").fetchone()[0]  # type: ignore[index]
+    assert (rep.read, rep.accepted, rep.quarantined) == (184, 184, 0)
+    assert {f.format for f in rep.files} == {"who-and-when"}
+    assert events == [("mistake_agent", 184, 184), ("mistake_reason", 184, 184), ("mistake_step", 184, 184)]
+    assert step_spans == 184 and users == 0
