@@ -241,6 +241,9 @@ class Lexicon(_Frozen):
     truncation_markers: tuple[str, ...] = ()
     """Literal strings that mark cut-off text, e.g. `[truncated]`; compared case-insensitively after the
     same normalization as patterns."""
+    truncation_markers_at_end: tuple[str, ...] = ()
+    """Markers that mean a cut only where the text ends: plain words such as `(truncated)` also occur inside
+    complete text (a prompt's elided example), where they cut nothing of what was recorded."""
 
     @field_validator(
         "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "closing"
@@ -249,7 +252,7 @@ class Lexicon(_Frozen):
     def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
         return _unique_ids(v)
 
-    @field_validator("truncation_markers")
+    @field_validator("truncation_markers", "truncation_markers_at_end")
     @classmethod
     def _markers(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         for i, m in enumerate(v):
@@ -552,15 +555,17 @@ class KnowledgePack(_Frozen):
         """One regex alternating every injection pattern: a text it does not match needs no per-pattern scan."""
         return _prefilter(self)
 
-    def truncation_markers(self) -> tuple[str, ...]:
-        """All languages' truncation markers, in language then list order, without repeats."""
+    def truncation_markers(self, *, inside: bool = False) -> tuple[str, ...]:
+        """All languages' truncation markers, in language then list order, without repeats: those that mark a
+        cut at the end of a text, or with `inside`, those that also mark one inside it (a head-tail cut)."""
 
         def make() -> tuple[str, ...]:
             out: list[str] = []
             for lang in sorted(self.lexicons):
-                for m in self.lexicons[lang].truncation_markers:
+                lex = self.lexicons[lang]
+                for m in lex.truncation_markers + (() if inside else lex.truncation_markers_at_end):
                     if m not in out:
                         out.append(m)
             return tuple(out)
 
-        return _memo(self, "truncation_markers", make)
+        return _memo(self, f"truncation_markers.{inside}", make)

@@ -30,7 +30,7 @@ from evaluators.provenance import normalize as _norm
 from evaluators.provenance.segments import lookup
 from knowledge_packs import KnowledgePack
 
-VERSION = f"2+norm{_norm.VERSION}"
+VERSION = f"3+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""
 
 FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason", "llm.finish_reason",
@@ -154,14 +154,15 @@ def waivers(attributes: Mapping[str, Any]) -> frozenset[str]:
     return frozenset(v for v in value if isinstance(v, str)) if isinstance(value, list | tuple) else frozenset()
 
 
-def _marker(text: str, markers: tuple[str, ...]) -> tuple[str | None, TruncationReason | None]:
+def _marker(text: str, markers: tuple[str, ...], inside_markers: tuple[str, ...]
+            ) -> tuple[str | None, TruncationReason | None]:
     folded = _norm.fold(text).rstrip()
     inside: str | None = None
     for m in markers:
         fm = _norm.fold(m).strip()  # cached: markers repeat on every call
         if folded.endswith(fm):
             return m, "marker_end"
-        if inside is None and fm in folded:
+        if inside is None and m in inside_markers and fm in folded:
             inside = m
     return (inside, "marker_inside") if inside is not None else (None, None)
 
@@ -196,7 +197,8 @@ def field_coverage(
             declared, declared_by = cut[2], "ingest"
     if declared is not None and text is not None and declared > chars and cut is None:
         reasons.append("declared_shorter")
-    marker, why = _marker(text, pack.truncation_markers()) if text else (None, None)
+    marker, why = (_marker(text, pack.truncation_markers(), pack.truncation_markers(inside=True)) if text
+                   else (None, None))
     if why is not None:
         reasons.append(why)
         gap = gap or _marker_range(text or "", marker or "")

@@ -109,3 +109,17 @@ def test_other_truncations_cite_the_whole_field() -> None:
     f = fields(t)["answer"]
     assert f.pointer == EvidencePointer(unit_id="t1", field="answer", start=0, end=50)
     assert fields(turn())["answer"].pointer is None
+
+
+@pytest.mark.parametrize(("text", "truncated"), [
+    ("Found 6 pages:\n[page one](https://a)\n\n(truncated)\n\nThought: read the first two.", False),
+    ("Found 6 pages:\n[page one](https://a) (truncated)", True),
+    ("Found 6 pages: [truncated] Thought: read them.", True),  # a recorder's head-tail cut
+    ("华东区增长（已截断）后面还有内容", False),
+])
+def test_plain_word_markers_cut_only_at_the_end(text: str, truncated: bool) -> None:
+    s = Span(id="s", trace_id="t", parent_id=None, kind="llm", input=text, output="ok", status="ok")
+    cov = coverage(Turn(id="t", conversation_id="c", request="q", answer="a", delivery="delivered", spans=(s,)),
+                   DEFAULT)
+    field = next(f for f in cov.fields if f.label == "spans.s.input")
+    assert field.truncated is truncated, field
