@@ -111,10 +111,16 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
         return Check(ClauseCondition(rule="conduct.one_tool_call_per_message"), "rule",
                      "at most one tool call in each assistant message",
                      trigger=any_tool if trigger.how in ("always", "context") else None)
-    if CONCEPTS["tool_call"].search(whole) and CONCEPTS["reply"].search(whole) and SIMULTANEOUS.search(whole):
+    # "If you respond to the user, do not make a tool call": either side of the condition is the other's message.
+    crossed = form.kind == "if_then" and form.polarity == "avoid" and any(
+        CONCEPTS[a].search(form.trigger) and CONCEPTS[b].search(form.action)
+        for a, b in (("reply", "tool_call"), ("tool_call", "reply")))
+    if crossed or (CONCEPTS["tool_call"].search(whole) and CONCEPTS["reply"].search(whole)
+                   and SIMULTANEOUS.search(whole)):
+        # Only a message with a tool call can break it: the rule is applicable where a tool was called.
         return Check(ClauseCondition(rule="conduct.no_reply_with_tool_call"), "rule",
                      "no assistant message both calls a tool and answers the user",
-                     trigger=any_tool if trigger.how in ("always", "context") else None)
+                     trigger=None if _specific_tools(trigger) else any_tool)
     if form.polarity == "do" and CONFIRM.search(ob):
         if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then"):
             params = dict(ZH_CONFIRM) if lang == "zh" else {}
