@@ -217,9 +217,11 @@ def compile_spec(
     drafts: list[tuple[Sentence, str, Form, Detection, Check]] = []
     uncompiled: list[Uncompiled] = []
     previous: tuple[int, Detection] | None = None
+    rules = 0
     for sentence in all_sentences:
         if not normative(sentence.text, sentence.lang):
             continue
+        rules += 1
         if re.search(r"[?？]\W*$", sentence.text):
             uncompiled.append(Uncompiled(line=sentence.line, sentence=sentence.text, reason="a question, not a rule"))
             continue
@@ -296,5 +298,5 @@ def compile_spec(
         ))
     return CompiledSpec(
         source=source, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), tools=vocab.tools,
-        clauses=tuple(clauses), uncompiled=tuple(uncompiled),
+        clauses=tuple(clauses), uncompiled=tuple(uncompiled), sentences=rules,
     )

@@ -363,14 +363,6 @@ def _can_only(subject: str, rest: str, original: str, lang: Lang) -> Form:
                 main=_clean(original), subject=subject, action=_clean(f"{scope} {verb} {obj}"))
 
 
-def _resolve_pronoun(forbidden: str, allowed: str) -> str:
-    """`may add checked bags but never remove them`: `them` is what the allowed verb names."""
-    obj = _verb_split(allowed)[1]
-    if not obj:
-        return forbidden
-    return re.sub(r"\b(?:them|it|those|these)\s*$", obj, forbidden, flags=re.I)
-
-
 def parse_en(text: str) -> list[Form | Unparsed]:
     """The forms of one English clause."""
     t = _clean(text)
@@ -403,7 +395,8 @@ def parse_en(text: str) -> list[Form | Unparsed]:
         return [_can_only(t[:m.start()], t[m.end():], t, "en")]
     m = _EN_BUT_NOT.match(t)
     if m and _first_modal(m.group("x"), "en") is None:
-        forbidden = _resolve_pronoun(_clean(m.group("y")), m.group("x"))
+        # A pronoun ("never remove them") is left as written: the compiler reports it rather than guess.
+        forbidden = _clean(m.group("y"))
         never = m.group("neg").lower() == "never"
         return [Form(kind="never" if never else "must_not", polarity="avoid", trigger="", condition="", main=t,
                      subject=_strip_lead(m.group("s"), "en"), action=forbidden)]

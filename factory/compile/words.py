@@ -75,9 +75,11 @@ SPEC_MODE_ALIAS = re.compile(r"(?P<m>[\u4e00-\u9fff]{2}|[A-Za-z][\w-]*)\s*模式
 def is_order(text: str) -> bool:
     """Whether an English clause opens with a verb in the imperative (after connectives)."""
     rest = EN_LEAD.sub("", text.strip())
-    words = re.findall(r"[A-Za-z][A-Za-z'’-]*", rest[:80])
-    if not words:
+    tokens = rest[:80].split()
+    # An identifier or a `name: description` line is no order ("transfer_to_human_agents: hand over ...").
+    if not tokens or not re.fullmatch(r"[A-Za-z][a-z'’-]*,?", tokens[0]):
         return False
+    words = re.findall(r"[A-Za-z][A-Za-z'’-]*", rest[:80])
     first = words[0].lower()
     if first in IMPERATIVE_VERBS:
         # "Be" orders only as "be sure / be careful / be polite ...", never "Be it ..." or a subject.

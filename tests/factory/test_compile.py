@@ -17,7 +17,7 @@ from evaluators.components.conduct.definitions import definitions_for
 from evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
 from evaluators.collect.schema import json_schema
 from evaluators.core import DataDefinition
-from factory.compile import CompiledSpec, build_suite, compile_spec
+from factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
 from factory.compile.patterns import limits, normative
 from factory.compile.suite_writer import base_lexicons, base_tools
 from factory.ingest import ingest_paths
@@ -65,7 +65,7 @@ FORMS = [
     ("Only escalate the case when the customer asks for a manager.", "only_if", "do", "escalate the case",
      "the customer asks for a manager"),
     ("Issue a voucher only if the payment failed twice.", "only_if", "do", "Issue a voucher", "the payment failed"),
-    ("You can only cancel unused trips.", "only_if", "do", "cancel unused trips", "cancel unused trips"),
+    ("You can only cancel unused trips.", "only_if", "do", "cancel", "unused trips"),
     ("Do not offer upgrades unless the customer complains.", "only_if", "do", "offer upgrades",
      "the customer complains"),
     ("If the customer is angry, you must apologise first.", "if_then", "do", "the customer is angry", "apologise"),
@@ -305,7 +305,7 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
     manifest = json.loads(files["manifest.json"])
     assert manifest["files"] == {k: hashlib.sha256(v).hexdigest() for k, v in files.items() if k != "manifest.json"}
     assert manifest["spec"]["sha256"] == hashlib.sha256(AIRLINE_EN.read_bytes()).hexdigest()
-    assert manifest["pack"]["digest"] == pack.digest() and manifest["compiler_version"] == "2"
+    assert manifest["pack"]["digest"] == pack.digest() and manifest["compiler_version"] == COMPILER_VERSION
     conduct = yaml.safe_load(files["evaluators/conduct.yaml"])
     defs = [DataDefinition.model_validate(d) for d in conduct["definitions"]]
     assert len(defs) == 2 * len(pack.clauses) and conduct["version"] == manifest["evaluators"]["conduct"]
@@ -376,20 +376,21 @@ def test_snapshot_of_the_compiled_airline_suite(airline_suite: tuple[Path, objec
 
 @pytest.mark.realdata
 def test_tau_bench_airline_policy(tmp_path: Path) -> None:
+    # Sentence by sentence, test_compile_golden checks the policy against its golden file; here: the rules.
     path = shared_data("tau-bench-policies", "airline-policy.md")
     spec = compile_spec(path.read_text(encoding="utf-8"), source=path.name, tools=TAU_TOOLS)
-    print("\nuncompiled:", *(f"  line {u.line}: {u.reason}: {u.sentence}" for u in spec.uncompiled), sep="\n")
-    assert spec.uncompiled and all(u.line > 0 and u.reason for u in spec.uncompiled)
+    assert spec.uncompiled and all(u.line > 0 and "refers back" in u.reason for u in spec.uncompiled)
     [confirm] = _by_rule(spec, "conduct.confirmed_before_action")
     assert confirm.kind == "before" and confirm.source_line == 7 and confirm.layer == "conversation"
     assert set(confirm.clause.trigger.tool_names) == WRITE_TOOLS
     [one] = _by_rule(spec, "conduct.one_tool_call_per_message")
     assert one.source_line == 11 and one.clause.trigger.tool_names == ("*",)
     replies = _by_rule(spec, "conduct.no_reply_with_tool_call")
-    assert {c.source_line for c in replies} == {11} and {c.kind for c in replies} == {"if_then"}
-    [handoff] = [c for c in spec.clauses if c.source_line == 15]
-    assert handoff.kind == "only_if" and "transfer_to_human_agents" in handoff.clause.trigger.tool_names
-    assert handoff.check.how == "model" and "scope" in handoff.obligation
+    assert [(c.source_line, c.kind, c.clause.trigger.tool_names) for c in replies] == [(11, "if_then", ("*",))] * 2
+    only, back = [c for c in spec.clauses if c.source_line == 15]  # "if and only if": both directions
+    assert only.kind == "only_if" and "transfer_to_human_agents" in only.clause.trigger.tool_names
+    assert only.check.how == "model" and "scope" in only.obligation
+    assert back.kind == "if_then" and back.detector.how == "always" and "human agent" in back.obligation
     booking = {c.source_line: dict(c.clause.obligation.params) for c in _by_rule(spec, "conduct.booking_limits")}
     assert booking == {32: {"max_passengers": 5}, 34: {"max_certificate": 1, "max_credit_card": 1, "max_gift_card": 3}}
     assert all(c.clause.trigger.tool_names == ("book_reservation",) for c in _by_rule(spec, "conduct.booking_limits"))
@@ -405,6 +406,12 @@ def test_tau_bench_airline_policy(tmp_path: Path) -> None:
                  and c.kind == "only_if"]
     assert compile_pattern(handoff.trigger.regex or "").search("YOU ARE BEING TRANSFERRED TO A HUMAN AGENT.")
     assert report.uncompiled == spec.uncompiled
+    # One check once: the pack's clauses that the policy states too are run once, from the policy's line.
+    checks = Counter((c.check, c.detector) for c in report.clauses if c.check != "model")
+    assert all(n == 1 for n in checks.values()), checks
+    assert {m.pack_clause: m.source_line for m in report.merged} == {
+        "confirm_before_write": 7, "one_tool_call_at_a_time": 11, "no_reply_with_tool_call": 11, "booking_limits": 34}
+    assert {c.origin for c in report.clauses} == {"spec"} and len(report.clauses) == report.compiled - 1
 
 
 # ---- end to end ----------------------------------------------------------------------------------------
