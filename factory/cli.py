@@ -191,8 +191,9 @@ def build(
         return
     data = report.model_dump(mode="json")
     from_pack = sum(1 for c in data["clauses"] if c["origin"] == "pack")
-    table = Table(title=f"{len(data['clauses'])} clauses the suite runs: {len(data['clauses']) - from_pack} from "
-                        f"{spec} ({data['normative_sentences']} rule sentences, {data['compiled']} clauses compiled), "
+    total = len(data["clauses"])
+    table = Table(title=f"{total} clauses the suite runs: {total - from_pack} from {spec} "
+                        f"({data['normative_sentences']} rule sentences, {data['compiled']} clauses compiled), "
                         f"{from_pack} from the pack {data['extends']}", title_justify="left")
     for col in ("id", "line", "trigger", "obligation", "check"):
         table.add_column(col, overflow="fold")
@@ -201,7 +202,8 @@ def build(
         table.add_row(str(c["id"]), line, str(c["trigger"]), str(c["obligation"]), str(c["check"]))
     out.print(table)
     for m in data["merged"]:
-        where = f"{spec.name} line{'s' if len(m['lines']) > 1 else ''} {', '.join(str(n) for n in m['lines'])}"
+        lines = ", ".join(str(n) for n in m["lines"])
+        where = f"{spec.name} line{'s' if len(m['lines']) > 1 else ''} {lines}"
         twice = f" (also {', '.join(m['dropped'])}, not run)" if m["dropped"] else ""
         pack = f" and the pack's clause {m['pack_clause']}" if m["pack_clause"] else ""
         out.print(f"merged: {where}{twice}{pack} state one check, {m['check']}: run once as {m['kept']} "

@@ -1,7 +1,8 @@
 """Obligation checks: a registered rule, a built-in matcher, or a yes/no question for the model tiers.
 
 Rules first, each where its form is recognised: one tool call per message (`conduct.one_tool_call_per_message`),
-no reply in a message that calls a tool (`conduct.no_reply_with_tool_call`), explicit user confirmation before
+no reply in a message that calls a tool (`conduct.no_reply_with_tool_call`, also stated as "if you respond, make
+no tool call"; its trigger is any tool call, the only messages that can break it), explicit user confirmation before
 the trigger's tool calls (`conduct.confirmed_before_action`, conversation layer), numeric limits on passengers
 and payment methods of the trigger's tool calls (`conduct.booking_limits`), a retrieval step in the turn
 (`execution.has_retrieval`, trace layer). Then matchers, where the obligation names something a rule can see:
@@ -26,7 +27,7 @@ from factory.compile.detect import (
     tool_condition,
 )
 from factory.compile.parse import Lang, Sentence
-from factory.compile.patterns import Form, limits
+from factory.compile.patterns import MINIMUM, Form, limits
 from knowledge_packs.model import ClauseCondition, ClauseLayer
 
 MODEL_TIERS = ("small_model", "jury")
@@ -138,6 +139,10 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
         what = ", ".join(f"at most {n} {noun}" for n, noun in found)
         return _model(f"a numeric limit ({what}) judged by the model",
                       missing=f"a rule counting {what}")
+    least = MINIMUM.search(form.main)
+    if least and form.polarity == "do":
+        return _model(f"a numeric minimum ({least.group(0)}) judged by the model",
+                      missing=f"a rule counting {least.group(0)}")
     if form.polarity == "do" and RETRIEVAL.search(ob) and form.kind in ("before", "must", "should"):
         return Check(ClauseCondition(rule="execution.has_retrieval"), "rule", "a retrieval step in the turn",
                      layer="trace")
@@ -201,6 +206,8 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
         if form.kind == "only_if":
             return (f"{head}只有在以下条件成立时才允许这样做：{form.condition}。在本{unit}中，如果智能体这样做了"
                     f"（{form.trigger}），该条件是否成立？若智能体没有这样做，回答 not_applicable。")
+        if form.exception:
+            return f"{head}在本{unit}中，除非{form.exception}，{did}？若例外情形成立，回答 not_applicable。"
         if form.kind == "before":
             return f"{head}在本{unit}中，在{form.trigger}之前，{did}？若没有发生，回答 not_applicable。"
         if form.trigger:
@@ -217,6 +224,9 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
     if form.kind == "only_if":
         return (f'{head} This is allowed only when: {_agentive(form.condition)}. In this {unit}, if the agent did '
                 f'this ("{form.trigger}"), did that condition hold? Answer not_applicable if it did not do it.')
+    if form.exception:
+        return (f'{head} In this {unit}, unless "{_agentive(form.exception)}", {did}? Answer not_applicable if '
+                "that exception held.")
     if form.kind == "before":
         return (f'{head} In this {unit}, before "{form.trigger}", {did}? Answer not_applicable if that never '
                 "happened.")

@@ -1,8 +1,11 @@
 """`compile_spec`: a role spec (markdown system prompt) -> clauses r = (trigger, obligation), deterministically.
 
 Sentence by sentence: skip what states no rule; split a sentence into its clauses; recognise each clause's
-form (`patterns`); detect its trigger (`detect`) and choose its obligation check (`checks`); build the pack
-clause. A clause whose rule needs the conversation (confirmation before an action) makes the whole spec
+form (`patterns`: one clause may give two forms, `if and only if` or a condition with two obligations); detect
+its trigger (`detect`) and choose its obligation check (`checks`); build the pack clause. A normative sentence
+always ends up a clause or in `uncompiled` with the reason, never dropped. A trigger that refers to an action
+named before ("before taking the action", "the tool call") takes the tools of the block's previous clause, else
+of its section. A clause whose rule needs the conversation (confirmation before an action) makes the whole spec
 conversation-layer (one denominator for every clause); other specs are judged per turn.
 Pure: the same text and options give the same output.
 """

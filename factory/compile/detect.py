@@ -297,7 +297,8 @@ def _order_tools(text: str, vocab: Vocabulary) -> tuple[str, ...]:
     """"Take action on orders": the write tools sharing most words with the text, else every write tool."""
     words, tools = _words(text), write_tools(vocab)
     joined = " ".join(words)
-    scored = [(sum(1 for t in tool.lower().split("_")[1:] if _has(words, joined, _singular(t))), tool) for tool in tools]
+    scored = [(sum(1 for t in tool.lower().split("_")[1:] if _has(words, joined, _singular(t))), tool)
+              for tool in tools]
     best = max((n for n, _ in scored), default=0)
     return tuple(t for n, t in scored if n == best) if best else tools
 
@@ -366,7 +367,7 @@ def context_tools(sentence: Sentence, vocab: Vocabulary) -> Detection | None:
     if not tools:
         return None
     if not sentence.label:
-        parts = [t for label in vocab.section_labels.get(sentence.section, ()) for t in tools_by_terms(label, vocab)]
+        parts = [t for label in vocab.section_labels.get(sentence.section, ()) for t in action_tools(label, vocab)]
         tools = tuple(dict.fromkeys([*tools, *parts]))
     return Detection(tool_condition(tools), "context",
                      f"a call to {', '.join(tools)} (the section '{sentence.section}')")

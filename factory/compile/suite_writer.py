@@ -122,12 +122,14 @@ def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None
     by_kept = {m.kept: m for m in merges}
     for c in spec.clauses:
         merge = by_kept.get(c.id)
-        also = sorted(set(merge.lines) - {c.source_line}) if merge is not None else []
+        notes = ["compiled by the model"] if c.compiled_by == "model" else []
+        if merge is not None and merge.pack_clause:
+            notes.append(f"replaces the base pack clause {merge.pack_clause} (the same check)")
+        if merge is not None and merge.dropped:
+            notes.append(f"also stated as {', '.join(merge.dropped)} (the same check, not written)")
         out.append(f"  # line {c.source_line}: {c.kind} ({c.polarity}); trigger {c.detector.how}; "
                    f"obligation {c.check.how}{' ' + c.check.rule if c.check.rule else ''}"
-                   f"{'; compiled by the model' if c.compiled_by == 'model' else ''}"
-                   f"{f'; replaces the base pack clause {merge.pack_clause} (the same check)' if merge and merge.pack_clause else ''}"
-                   f"{f'; also line {also[0]}' if len(also) == 1 else f'; also lines {also}' if also else ''}\n")
+                   + "".join(f"; {n}" for n in notes) + "\n")
         out.append(_clause_yaml(c.clause))
     for clause in overrides:
         out.append(f"  # the base pack's clause, without the parameters the spec states itself\n")
@@ -193,7 +195,8 @@ def _summary(clause: Clause, compiled: CompiledClause | None) -> ClauseSummary:
 def matches_everything(trigger: ClauseCondition) -> bool:
     """A trigger that holds in every unit with any text (the `always` detector, or one like it)."""
     return (trigger.rule is None and not trigger.tool_names and not trigger.attribute_present
-            and not trigger.attribute_equals and trigger.lexicon is None and trigger.regex in (ANY_TEXT, ".", r"[\s\S]"))
+            and not trigger.attribute_equals and trigger.lexicon is None
+            and trigger.regex in (ANY_TEXT, ".", r"[\s\S]"))
 
 
 def _write(out: Path, files: dict[str, bytes]) -> None:

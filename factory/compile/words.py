@@ -15,17 +15,19 @@ from __future__ import annotations
 import re
 
 IMPERATIVE_VERBS = frozenset("""
-acknowledge advise alert apologise apologize ask assist assure avoid be cite clarify collect confirm decline
-delegate deny describe direct disclose encourage ensure explain follow gather give greet guide ignore inform
-include instruct keep let make mention notify obtain prefer proceed prompt provide reassure recommend redirect
-refer refrain refuse reject remember remind repeat rephrase respond restate retry reveal say share show speak
-specify stop suggest summarise summarize tell thank translate treat try use validate verify wait warn withhold
+acknowledge add advise alert apologise apologize ask assist assure attach avoid be choose cite clarify click
+collect confirm consult convert decline delegate deny describe direct disclose download emphasize encourage ensure
+enter explain fetch fill follow gather give greet guide highlight ignore inform include instruct keep let make
+mention notify obtain omit pick prefer print proceed prompt provide read reassure recheck recommend redirect refer
+refrain refuse reject remember remind repeat rephrase respond restate retrieve retry reveal say select share show
+skip speak specify stop suggest summarise summarize tell thank translate treat try upload use validate verify wait
+warn withhold
 """.split())
 """Verbs that open an order in English and are rarely a sentence's subject."""
 AMBIGUOUS_VERBS = frozenset("""
-answer book call cancel change charge check contact email exchange flag hand help issue limit list log look mark
-offer order place process quote record refund reply report request return review route schedule search send
-transfer update write
+answer book call cancel change charge check close contact copy display email end exchange filter flag format hand
+help issue limit link list log look mark move offer open order place post process query quote record refund reply
+report request reset return review round route save schedule search send set sign sort start transfer update write
 """.split())
 """Verbs that are also common nouns: an order only when their object follows (see `OBJECT_STARTS`)."""
 OBJECT_STARTS = frozenset("""
@@ -77,14 +79,15 @@ def is_order(text: str) -> bool:
     rest = EN_LEAD.sub("", text.strip())
     tokens = rest[:80].split()
     # An identifier or a `name: description` line is no order ("transfer_to_human_agents: hand over ...").
-    if not tokens or not re.fullmatch(r"[A-Za-z][a-z'’-]*,?", tokens[0]):
+    if not tokens or not re.fullmatch(r"[A-Za-z][a-z'’-]*[,.;:!]?", tokens[0]):
         return False
     words = re.findall(r"[A-Za-z][A-Za-z'’-]*", rest[:80])
     first = words[0].lower()
     if first in IMPERATIVE_VERBS:
         # "Be" orders only as "be sure / be careful / be polite ...", never "Be it ..." or a subject.
         return first != "be" or (len(words) > 1 and words[1].lower() not in ("it", "they", "this", "that"))
-    return first in AMBIGUOUS_VERBS and len(words) > 1 and words[1].lower() in OBJECT_STARTS
+    # Alone ("If asked, reply.") or followed by its object ("Answer the question"), not by a verb ("Answer is").
+    return first in AMBIGUOUS_VERBS and (len(words) == 1 or words[1].lower() in OBJECT_STARTS)
 
 
 def zh_order(text: str) -> bool:
