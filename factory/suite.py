@@ -34,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.exceptions import SpecError
+from adapters.exceptions import AgentFactoryError, SpecError
 from evaluators.core import (
     COMPONENTS,
     Component,
@@ -278,8 +278,8 @@ def _same_pack(directory: Path, pack: str) -> bool:
         mine = resolve_pack(own, relative_to=directory if _relative_path(own) else None).resolve()
         if _relative_path(pack) or Path(pack).is_absolute():
             return Path(pack).resolve() == mine
-        return resolve_pack(pack).resolve() == mine or read_pack_yaml(mine).get("name") == pack
-    except SpecError:
+        return read_pack_yaml(mine).get("name") == pack or resolve_pack(pack).resolve() == mine
+    except AgentFactoryError:  # an unknown name or a missing file: not the suite's pack
         return False
 
 

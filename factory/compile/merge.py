@@ -1,9 +1,10 @@
 """One check once: a compiled clause that states a check the base pack (or an earlier sentence) already states is
 kept once, with the spec's line as its source.
 
-Two clauses are the same check when they judge the same unit (layer), fire on the same trigger (tool names
-compared as sets) and collect the obligation the same way: the same rule with the same parameters, or the same
-built-in condition for the same kind, or the same model question. A rule's `*_regex` parameters only tune how it
+Two clauses are the same check when they fire on the same trigger (tool names compared as sets) and collect the
+obligation the same way: the same rule with the same parameters (a rule reads the same calls and messages on a
+turn or a conversation), or, on the same layer, the same built-in condition for the same kind or the same model
+question. A rule's `*_regex` parameters only tune how it
 reads text (what counts as a "yes"): they do not make another check, and a merged clause keeps the pack's
 where the spec sets none.
 
@@ -46,12 +47,13 @@ def _key(cond: ClauseCondition) -> str:
 def check_key(clause: Clause) -> str:
     """What makes two clauses the same check (see the module docstring)."""
     ob = clause.obligation
-    kind = "" if ob.rule is not None else clause.kind  # a rule decides alone; a condition's meaning needs the kind
-    return json.dumps([clause.layer, _key(clause.trigger), kind, _key(ob)], ensure_ascii=False)
+    if ob.rule is not None:  # a rule decides alone, on the calls or messages it reads, whatever the unit
+        return json.dumps(["rule", _key(clause.trigger), _key(ob)], ensure_ascii=False)
+    return json.dumps([clause.layer, _key(clause.trigger), clause.kind, _key(ob)], ensure_ascii=False)
 
 
 def _trigger_key(clause: Clause) -> str:
-    return json.dumps([clause.layer, _key(clause.trigger), clause.obligation.rule])
+    return json.dumps([_key(clause.trigger), clause.obligation.rule])
 
 
 def check_text(cond: ClauseCondition) -> str:
