@@ -108,6 +108,8 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
     whole = f"{form.trigger} {form.main}"
     ob = form.condition if form.kind == "only_if" else form.main
     any_tool = Detection(tool_condition(("*",)), "any_tool", "any tool call")
+    if form.exception:  # a rule would count the cases the exception allows as violations
+        return _model(f"the obligation, unless {form.exception}: the model judges the exception too")
     if form.kind != "only_if" and ONE_TOOL.search(ob):
         return Check(ClauseCondition(rule="conduct.one_tool_call_per_message"), "rule",
                      "at most one tool call in each assistant message",
@@ -123,7 +125,7 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
                      "no assistant message both calls a tool and answers the user",
                      trigger=None if _specific_tools(trigger) else any_tool)
     if form.polarity == "do" and CONFIRM.search(ob):
-        if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then"):
+        if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then", "only_if"):
             params = dict(ZH_CONFIRM) if lang == "zh" else {}
             return Check(ClauseCondition(rule="conduct.confirmed_before_action", params=params), "rule",
                          "an explicit user yes, right after the agent asked, before each such call",

@@ -157,11 +157,9 @@ def _trigger(form: Form, sentence: Sentence, vocab: Vocabulary,
         found = _forbidden_action(form, sentence, vocab)
         if found is not None and found.how == "tool":
             return found, False, True
-    if form.exception:
-        found = mode_condition(form.exception, vocab)
-        if found is None:
-            ctx = context_tools(sentence, vocab)
-            return (ctx, False, False) if ctx is not None else (always(), True, False)
+    if form.exception:  # no rule can see that an exception did not hold: the model judges applicability
+        ctx = context_tools(sentence, vocab)
+        return ctx or always(), True, False
     ctx = context_tools(sentence, vocab)
     return (ctx, False, False) if ctx is not None else (always(), False, False)
 

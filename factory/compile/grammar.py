@@ -19,13 +19,16 @@ ZH_NUM = r"(?:\d+|[一两二三四五六七八九十])"
 
 # ---- English ---------------------------------------------------------------------------------------------
 
-EN_NEVER = r"never|must\s+never|should\s+never|shall\s+never"
+EN_NEVER = (r"never|must\s+never|should\s+never|shall\s+never|under\s+no\s+circumstances?(?:\s+(?:should|must|may|can|"
+            r"will|do|shall)(?:\s+(?:you|the\s+agent|the\s+assistant|it))?)?|at\s+no\s+(?:time|point)|"
+            r"in\s+no\s+(?:case|event)|not\s+under\s+any\s+circumstances?")
 EN_SHOULD_NOT = r"should\s+not|shouldn['’]t|ought\s+not\s+to"
 EN_NEG = (r"must\s+not|mustn['’]t|shall\s+not|cannot|can\s+not|can['’]t|may\s+not|"
            r"do\s+not|don['’]t|(?:is|are)\s+not\s+(?:allowed|permitted)\s+to|(?:is|are)\s+(?:forbidden|prohibited)"
            r"\s+(?:to|from)")
 EN_SHOULD = r"should|ought\s+to"
 EN_MUST = (r"must|shall|needs?\s+to|ha(?:ve|s)\s+to|(?:is|are)\s+required\s+to|requires?|"
+           r"it\s+is\s+(?:important|essential|critical|crucial|vital|mandatory|necessary|required)\s+(?:that|to)|"
             r"(?:is|are)\s+(?:needed|required|mandatory)|^\W*always")
 EN_LIMIT_WORDS = (rf"(?:at\s+most|no\s+more\s+than|not\s+more\s+than|a\s+maximum\s+of|up\s+to|at\s+least|"
              rf"a\s+minimum\s+of|not\s+exceed(?:ing)?)\s+{EN_NUM}\b")
@@ -57,10 +60,11 @@ EN_AND = re.compile(r"\s*,?\s+and\s+", re.I)
 LIGHT_VERBS = frozenset({"take", "make", "do", "give", "have", "get", "pay", "place", "put"})
 PARTICLES = frozenset({"up", "out", "off", "back", "over", "down", "away", "in", "on"})
 EN_IFF = re.compile(r"\s*,?\s*\bif\s+and\s+only\s+if\b\s*", re.I)
-EN_UNLESS = re.compile(r"\s*,?\s*\bunless\b\s*", re.I)
+EN_UNLESS = re.compile(r"\s*,?\s*\b(?:unless|except\s+(?:when|if|where))\b\s*", re.I)
+EN_WITHOUT = re.compile(r"\s+\bwithout\s+", re.I)
 EN_ONLY_COND = re.compile(r"\s*,?\s*\bonly\s+(?:if|when|after|once|while)\b\s*", re.I)
 EN_ONLY_LEAD = re.compile(r"^\W*only\s+(?P<b>.+?)\s*,?\s+\b(?:if|when|after|once|while)\s+(?P<c>.+)$", re.I)
-EN_CAN_ONLY = re.compile(r"\b(?:can|may|could)\s+only\s+", re.I)
+EN_CAN_ONLY = re.compile(r"\b(?:can|may|could)\s+only\s+|^\W*only\s+(?=[a-z])", re.I)
 EN_BEFORE_LEAD = re.compile(r"^\W*before\s+", re.I)
 EN_BEFORE = re.compile(r"\s+\bbefore\s+", re.I)
 EN_IF_LEAD = re.compile(r"^\W*(?:if|when|whenever|once|in\s+case)\s+", re.I)
@@ -93,6 +97,9 @@ ZH_ONLY = re.compile(
 )
 ZH_ONLY_WHEN = re.compile(r"^(?:仅当|只有当|仅在|只有在)(?P<c>.+?)(?:的时候|时)[，,]\s*(?P<b>.+)$")
 ZH_ONLY_CAN = re.compile(r"^(?P<s>.*?)(?:只能|只可以|仅能|仅可)在(?P<c>.+?)(?:的时候|时|之后|后)(?P<b>.+)$")
+# 只回答X / 用户只能修改X: the verb (two characters, as most are) is the behaviour, X what it is restricted to.
+ZH_ONLY_VERB = re.compile(r"^(?P<s>[^，,。]*?)(?:只能|只可以|仅能|仅可|(?<![有])只(?![有要是])|仅(?![有当在]))"
+                          r"(?P<v>[\u4e00-\u9fff]{2})(?P<o>[^，,。].*)$")
 ZH_UNLESS_LEAD = re.compile(r"^除非(?P<c>.+?)[，,]\s*否则(?P<b>.+)$")
 ZH_UNLESS_TAIL = re.compile(r"^(?P<b>.+?)[，,]\s*除非(?P<c>.+)$")
 ZH_BEFORE = re.compile(r"^(?:在)?(?P<c>.+?)(?:之前|以前)[，,]?\s*(?P<m>.+)$")

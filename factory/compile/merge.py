@@ -8,7 +8,8 @@ question. A rule's `*_regex` parameters only tune how it
 reads text (what counts as a "yes"): they do not make another check, and a merged clause keeps the pack's
 where the spec sets none.
 
-- Among the compiled clauses, a later one with the same check as an earlier one is dropped (both lines listed).
+- Among the compiled clauses, a later one with the same rule or built-in check as an earlier one is dropped
+  (both lines listed). A clause the model judges asks its own sentence's question and is kept.
 - A base-pack clause decided by a rule is replaced by the compiled clauses of that rule and trigger that together
   state each of its parameters: the one sharing most of them takes the pack clause's id (so the pack's copy is
   overridden, not run twice) and keeps the pack's invariant flag; the others keep their own ids. Where the spec
@@ -75,7 +76,7 @@ def _dedupe(clauses: Sequence[CompiledClause]) -> tuple[list[CompiledClause], li
     dropped: dict[str, list[CompiledClause]] = {}
     for c in clauses:
         key = check_key(c.clause)
-        if key in first:
+        if key in first and c.clause.obligation.rule_checkable():
             dropped.setdefault(key, []).append(c)
         else:
             first[key] = c

@@ -95,6 +95,7 @@ def normative(text: str, lang: Lang) -> bool:
     text = _duties(text)
     if lang == "zh":
         return bool(gr.ZH_MODAL.search(text) or gr.ZH_ONLY.search(text) or gr.ZH_ONLY_WHEN.search(text)
+                    or gr.ZH_ONLY_VERB.search(text)
                     or re.search(r"(?:之前|以前).{0,40}(?:先|必须|需要|要)", text)
                     or re.search(r"^(?:如果|若(?!干)|假如|一旦).+?(?:就|则|那么)", text)
                     or ZH_ORDER_LEAD.match(text) or _zh_conditional_order(text))
@@ -294,6 +295,11 @@ def parse_en(text: str) -> list[Form | Unparsed]:
             return [_only_if(body, cond, "en")]
         if head is not None or is_order(body):
             return [_form("must", "", body, "en", exception=cond)]
+    m = gr.EN_WITHOUT.search(t)
+    head = _first_modal(t[:m.start()], "en") if m else None
+    if m and head is not None and head.lastgroup in ("never", "neg", "shouldnot"):
+        # "Do not cancel an order without the user's confirmation": cancelling is allowed only with it.
+        return [_only_if(t[:m.start()], t[m.end():], "en")]
     m = gr.EN_ONLY_LEAD.match(t)
     if m:
         return [_only_if(m.group("b"), m.group("c"), "en")]
@@ -360,6 +366,11 @@ def parse_zh(text: str) -> list[Form | Unparsed]:
     m = gr.ZH_ONLY_CAN.match(t)
     if m:
         return [_only_if(m.group("s") + m.group("b"), m.group("c"), "zh")]
+    m = gr.ZH_ONLY_VERB.match(t)
+    if m and _first_modal(t, "zh") is None:
+        subject = _clean(m.group("s"))
+        return [Form(kind="only_if", polarity="do", trigger=m.group("v"), condition=_clean(m.group("o")), main=t,
+                     subject=subject, action=_clean(f"{subject}{m.group('v')}{m.group('o')}"))]
     m = gr.ZH_BEFORE.match(t)
     if m and _first_modal(t[:m.end("c")], "zh") is None:
         return [_form("before", m.group("c"), m.group("m"), "zh")]

@@ -15,18 +15,20 @@ from __future__ import annotations
 import re
 
 IMPERATIVE_VERBS = frozenset("""
-acknowledge add advise alert apologise apologize ask assist assure attach avoid be choose cite clarify click
-collect confirm consult convert decline delegate deny describe direct disclose download emphasize encourage ensure
-enter explain fetch fill follow gather give greet guide highlight ignore inform include instruct keep let make
-mention notify obtain omit pick prefer print proceed prompt provide read reassure recheck recommend redirect refer
-refrain refuse reject remember remind repeat rephrase respond restate retrieve retry reveal say select share show
-skip speak specify stop suggest summarise summarize tell thank translate treat try upload use validate verify wait
-warn withhold
+acknowledge act add advise alert analyse analyze apologise apologize ask assess assist assure attach avoid be
+behave begin calculate choose cite clarify click collect compare compose confirm consider consult continue
+convert create decline delegate deny describe determine direct disclose download draft emphasize encourage ensure
+enter escalate estimate evaluate explain fetch fill focus follow gather generate give greet guide handle highlight
+identify ignore inform include instruct investigate keep let maintain make mention notify obtain offer omit pick
+prefer prepare print proceed produce prompt protect provide read reassure recheck recommend redirect refer refrain
+refuse reject remain remember remind repeat rephrase resolve respect respond restate retrieve retry reveal say
+select share show skip speak specify stay stop suggest summarise summarize talk tell thank translate treat try
+upload use validate verify wait warn withhold
 """.split())
 """Verbs that open an order in English and are rarely a sentence's subject."""
 AMBIGUOUS_VERBS = frozenset("""
 answer book call cancel change charge check close contact copy display email end exchange filter flag format hand
-help issue limit link list log look mark move offer open order place post process query quote record refund reply
+help issue limit link list log look mark move open order place post process query quote record refund reply
 report request reset return review round route save schedule search send set sign sort start transfer update write
 """.split())
 """Verbs that are also common nouns: an order only when their object follows (see `OBJECT_STARTS`)."""
@@ -78,8 +80,11 @@ def is_order(text: str) -> bool:
     """Whether an English clause opens with a verb in the imperative (after connectives)."""
     rest = EN_LEAD.sub("", text.strip())
     tokens = rest[:80].split()
-    # An identifier or a `name: description` line is no order ("transfer_to_human_agents: hand over ...").
+    # An identifier or a `name: description` line is no order ("transfer_to_human_agents: hand over ...",
+    # "calculate, think: arithmetic and notes").
     if not tokens or not re.fullmatch(r"[A-Za-z][a-z'’-]*[,.;:!]?", tokens[0]):
+        return False
+    if re.match(r"^[\w\s,'’-]{1,40}:\s", rest):
         return False
     words = re.findall(r"[A-Za-z][A-Za-z'’-]*", rest[:80])
     first = words[0].lower()
