@@ -289,8 +289,10 @@ def check_pack_option(directory: Path, pack: str) -> None:
         return
     try:
         own = load_yaml_model(SuiteFile, directory / SUITE_FILE).pack
-    except SpecError:
-        own = "?"
+        name = read_pack_yaml(resolve_pack(own, relative_to=directory if _relative_path(own) else None)).get("name")
+        own = f"{own}, pack {name}" if name and name != own else own
+    except AgentFactoryError:
+        own = "unreadable"
     raise SpecError(f"--pack {pack} would replace the pack of suite {directory} ({own}) and run other clauses than "
                     "the suite's evaluator files; drop --pack (or AGENT_FACTORY_PACK) to run the suite's own pack")
 
