@@ -229,12 +229,26 @@ def build(
         _emit_json(report.model_dump(mode="json"))
         return
     data = report.model_dump(mode="json")
-    table = Table(title=f"{len(data['clauses'])} clauses from {spec}", title_justify="left")
-    for col in ("id", "line", "trigger", "obligation"):
+    from_pack = sum(1 for c in data["clauses"] if c["origin"] == "pack")
+    total = len(data["clauses"])
+    table = Table(title=f"{total} clauses the suite runs: {total - from_pack} from {spec} "
+                        f"({data['normative_sentences']} rule sentences, {data['compiled']} clauses compiled), "
+                        f"{from_pack} from the pack {data['extends']}", title_justify="left")
+    for col in ("id", "line", "trigger", "obligation", "check"):
         table.add_column(col, overflow="fold")
     for c in data["clauses"]:
-        table.add_row(str(c["id"]), str(c["source_line"]), str(c["trigger"]), str(c["obligation"]))
+        line = str(c["source_line"]) if c["source_line"] is not None else "pack"
+        table.add_row(str(c["id"]), line, str(c["trigger"]), str(c["obligation"]), str(c["check"]))
     out.print(table)
+    for m in data["merged"]:
+        lines = ", ".join(str(n) for n in m["lines"])
+        where = f"{spec.name} line{'s' if len(m['lines']) > 1 else ''} {lines}"
+        twice = f" (also {', '.join(m['dropped'])}, not run)" if m["dropped"] else ""
+        pack = f" and the pack's clause {m['pack_clause']}" if m["pack_clause"] else ""
+        out.print(f"merged: {where}{twice}{pack} state one check, {m['check']}: run once as {m['kept']} "
+                  f"(source: line {m['source_line']}); {m['note']}", markup=False, soft_wrap=True)
+    out.print(f"{data['always_triggers']} clause(s) have a trigger that matches every unit (their obligation is "
+              "asked of every unit)", markup=False)
     if data["uncompiled"]:
         err.print(f"could not compile {len(data['uncompiled'])} sentence(s):")
         for u in data["uncompiled"]:

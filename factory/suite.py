@@ -12,10 +12,15 @@ names, default all seven). There are two kinds:
   anyway makes runs use its snapshot like a built suite's.
 
 `invariants.yaml` declares the suite's invariants: each entry names a clause and whether a person confirmed
-it. The run treats as invariants the confirmed entries; the clauses of the suite's own pack file are
+it. The run treats as invariants the confirmed entries; the clauses the suite's own pack file adds are
 invariants only when confirmed (the compiler marks every must-not clause, which is a proposal, not a
-decision). Clauses inherited from the base pack that the file does not mention keep the base pack's flag,
-which its author set by hand. The flag changes no datum's version, so confirming one recollects nothing.
+decision). Clauses of the base pack that `invariants.yaml` does not mention keep their flag: the base pack's,
+which its author set by hand, or the one the suite's pack file gives a base clause it replaces (the build
+replaces a base clause with the spec's sentence of the same check and keeps the base's flag). The flag changes
+no datum's version, so confirming one recollects nothing.
+
+A run takes the suite's pack: `--pack` beside `--suite` is refused unless it names that same pack (the suite's
+evaluator files were built for it; another pack would silently replace its clauses).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.exceptions import SpecError
+from adapters.exceptions import AgentFactoryError, SpecError
 from evaluators.core import (
     COMPONENTS,
     Component,
@@ -248,9 +253,48 @@ def _load_pack_file(path: Path, *, base: Path) -> KnowledgePack:
     return validate_pack_data(merge_pack_data(parent_data, raw), source=path)
 
 
-def _own_clauses(path: Path) -> frozenset[str]:
-    clauses = read_pack_yaml(path).get("clauses") or []
-    return frozenset(c["id"] for c in clauses if isinstance(c, dict) and isinstance(c.get("id"), str))
+def _own_clauses(path: Path, *, base: Path) -> frozenset[str]:
+    """Ids of the clauses the pack file adds to its parent (not those it replaces); `base` is the directory its
+    relative `extends` was written for."""
+    raw = read_pack_yaml(path)
+    clauses = raw.get("clauses") or []
+    ids = frozenset(c["id"] for c in clauses if isinstance(c, dict) and isinstance(c.get("id"), str))
+    parent = raw.get("extends")
+    if not isinstance(parent, str) or not ids:
+        return ids
+    inherited = load_pack(resolve_pack(parent, relative_to=base if _relative_path(parent) else None))
+    return ids - {c.id for c in inherited.clauses}
+
+
+def _same_pack(directory: Path, pack: str) -> bool:
+    """Whether `pack` names the suite's own pack: as `suite.yaml` writes it, as its file, or by the name inside."""
+    path = directory / SUITE_FILE
+    if not path.is_file():
+        return False
+    own = load_yaml_model(SuiteFile, path).pack
+    if pack == own:
+        return True
+    try:
+        mine = resolve_pack(own, relative_to=directory if _relative_path(own) else None).resolve()
+        if _relative_path(pack) or Path(pack).is_absolute():
+            return Path(pack).resolve() == mine
+        return read_pack_yaml(mine).get("name") == pack or resolve_pack(pack).resolve() == mine
+    except AgentFactoryError:  # an unknown name or a missing file: not the suite's pack
+        return False
+
+
+def check_pack_option(directory: Path, pack: str) -> None:
+    """`SpecError` unless `pack` (given beside a suite) names the suite's own pack."""
+    if _same_pack(directory, pack):
+        return
+    try:
+        own = load_yaml_model(SuiteFile, directory / SUITE_FILE).pack
+        name = read_pack_yaml(resolve_pack(own, relative_to=directory if _relative_path(own) else None)).get("name")
+        own = f"{own}, pack {name}" if name and name != own else own
+    except AgentFactoryError:
+        own = "unreadable"
+    raise SpecError(f"--pack {pack} would replace the pack of suite {directory} ({own}) and run other clauses than "
+                    "the suite's evaluator files; drop --pack (or AGENT_FACTORY_PACK) to run the suite's own pack")
 
 
 def read_suite_files(
@@ -281,7 +325,7 @@ def read_suite_files(
     else:
         written_for = (base / name).parent if inside else pack_file.parent
         kp = _load_pack_file(pack_file, base=written_for)
-        own = _own_clauses(pack_file)
+        own = _own_clauses(pack_file, base=written_for)
     invariants = files / INVARIANTS_FILE
     if invariants.is_file():
         kp = apply_invariants(kp, read_invariants(invariants), own=own, source=invariants)
@@ -307,7 +351,9 @@ def snapshot_digest(directory: Path) -> str:
 def load_suite(
     directory: Path | None, *, pack: str | None, store: Store | None = None, allow_unapproved: bool = False,
 ) -> Suite:
-    """The suite to run. Pack precedence: `pack` argument, the suite's pack, the pack used at ingest, `default`.
+    """The suite to run. Without a suite directory: the `pack` argument, the pack used at ingest, `default`.
+    With one: the suite's pack (the pack used at ingest, `default`, when `suite.yaml` names none); a `pack`
+    argument that names another pack is a `SpecError` (see the module docstring).
 
     An approved suite is read from its `approved/` snapshot, with a notice when the working files changed since.
     A built suite without approval is a `SpecError` unless `allow_unapproved` (then its working files are used,
@@ -316,6 +362,9 @@ def load_suite(
     if directory is None:
         name = pack or (store.get_meta("pack") if store else None) or "default"
         return Suite(pack=load_pack(name), components=tuple(get_component(c) for c in COMPONENTS), source=None)
+    if pack is not None:
+        check_pack_option(directory, pack)
+        pack = None  # the suite's own pack, read as the suite holds it (approved snapshot, invariants)
     approval = read_approval(directory)
     if approval is None:
         notice = None
@@ -350,7 +399,8 @@ def _join(*notices: str | None) -> str | None:
 
 __all__ = [
     "APPROVAL_FILE", "APPROVED_DIR", "INVARIANTS_FILE", "MANIFEST_FILE", "SUITE_FILE", "SUITE_PARTS", "Approval",
-    "InvariantEntry", "InvariantsFile", "Suite", "SuiteFile", "apply_invariants", "built", "files_digest",
+    "InvariantEntry", "InvariantsFile", "Suite", "SuiteFile", "apply_invariants", "built", "check_pack_option",
+    "files_digest",
     "load_suite", "read_approval", "read_invariants", "read_suite_bytes", "read_suite_files", "snapshot_digest",
     "suite_hashes",
 ]

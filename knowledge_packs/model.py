@@ -14,15 +14,17 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializerFunctionWrapHandler,
     StringConstraints,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
@@ -327,7 +329,7 @@ ConditionField = Literal["request", "answer", "spans.input", "spans.output"]
 RuleParam = str | bool | int | float | tuple[str, ...]
 """A rule parameter value."""
 
-_MATCHERS = ("lexicon", "regex", "tool_names", "attribute_present")
+_MATCHERS = ("lexicon", "regex", "tool_names", "attribute_present", "attribute_equals")
 
 
 class ClauseCondition(_Frozen):
@@ -352,6 +354,9 @@ class ClauseCondition(_Frozen):
     """Tool span names that satisfy the condition; `*` means any tool call."""
     attribute_present: tuple[str, ...] = ()
     """Attribute keys (dotted, flat or nested) whose non-null presence on the turn or a span satisfies it."""
+    attribute_equals: dict[str, Scalar | tuple[Scalar, ...]] = Field(default_factory=dict)
+    """Attribute key -> value (or a list meaning any of them) that satisfies it when a turn or span has it;
+    strings compare case-insensitively. `agent.mode` reads the turn's agent mode (`Turn.mode`) first."""
     tiers: tuple[CollectorTier, ...] = ("rule",)
     """Collector tiers allowed, in cascade order; a trigger must be rule-checkable."""
     question: str = ""
@@ -397,6 +402,22 @@ class ClauseCondition(_Frozen):
         if "rule" not in self.tiers and checkable:
             raise ValueError("a rule or condition is given but tier 'rule' is not allowed")
         return self
+
+    @field_validator("attribute_equals")
+    @classmethod
+    def _wanted(cls, v: dict[str, Scalar | tuple[Scalar, ...]]) -> dict[str, Scalar | tuple[Scalar, ...]]:
+        for key, value in v.items():
+            if isinstance(value, tuple) and not value:
+                raise ValueError(f"attribute_equals[{key!r}] is an empty list (it could never match)")
+        return v
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Unset, the field is left out: clauses written before it existed keep their digests (and data).
+        data: dict[str, Any] = handler(self)
+        if not self.attribute_equals:
+            data.pop("attribute_equals", None)
+        return data
 
     def matchers(self) -> list[str]:
         """Names of the built-in matchers stated."""

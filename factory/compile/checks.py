@@ -1,7 +1,8 @@
 """Obligation checks: a registered rule, a built-in matcher, or a yes/no question for the model tiers.
 
 Rules first, each where its form is recognised: one tool call per message (`conduct.one_tool_call_per_message`),
-no reply in a message that calls a tool (`conduct.no_reply_with_tool_call`), explicit user confirmation before
+no reply in a message that calls a tool (`conduct.no_reply_with_tool_call`, also stated as "if you respond, make
+no tool call"; its trigger is any tool call, the only messages that can break it), explicit user confirmation before
 the trigger's tool calls (`conduct.confirmed_before_action`, conversation layer), numeric limits on passengers
 and payment methods of the trigger's tool calls (`conduct.booking_limits`), a retrieval step in the turn
 (`execution.has_retrieval`, trace layer). Then matchers, where the obligation names something a rule can see:
@@ -26,7 +27,7 @@ from factory.compile.detect import (
     tool_condition,
 )
 from factory.compile.parse import Lang, Sentence
-from factory.compile.patterns import Form, limits
+from factory.compile.patterns import MINIMUM, Form, limits
 from knowledge_packs.model import ClauseCondition, ClauseLayer
 
 MODEL_TIERS = ("small_model", "jury")
@@ -107,16 +108,24 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
     whole = f"{form.trigger} {form.main}"
     ob = form.condition if form.kind == "only_if" else form.main
     any_tool = Detection(tool_condition(("*",)), "any_tool", "any tool call")
+    if form.exception:  # a rule would count the cases the exception allows as violations
+        return _model(f"the obligation, unless {form.exception}: the model judges the exception too")
     if form.kind != "only_if" and ONE_TOOL.search(ob):
         return Check(ClauseCondition(rule="conduct.one_tool_call_per_message"), "rule",
                      "at most one tool call in each assistant message",
                      trigger=any_tool if trigger.how in ("always", "context") else None)
-    if CONCEPTS["tool_call"].search(whole) and CONCEPTS["reply"].search(whole) and SIMULTANEOUS.search(whole):
+    # "If you respond to the user, do not make a tool call": either side of the condition is the other's message.
+    crossed = form.kind == "if_then" and form.polarity == "avoid" and any(
+        CONCEPTS[a].search(form.trigger) and CONCEPTS[b].search(form.action)
+        for a, b in (("reply", "tool_call"), ("tool_call", "reply")))
+    if crossed or (CONCEPTS["tool_call"].search(whole) and CONCEPTS["reply"].search(whole)
+                   and SIMULTANEOUS.search(whole)):
+        # Only a message with a tool call can break it: the rule is applicable where a tool was called.
         return Check(ClauseCondition(rule="conduct.no_reply_with_tool_call"), "rule",
                      "no assistant message both calls a tool and answers the user",
-                     trigger=any_tool if trigger.how in ("always", "context") else None)
+                     trigger=None if _specific_tools(trigger) else any_tool)
     if form.polarity == "do" and CONFIRM.search(ob):
-        if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then"):
+        if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then", "only_if"):
             params = dict(ZH_CONFIRM) if lang == "zh" else {}
             return Check(ClauseCondition(rule="conduct.confirmed_before_action", params=params), "rule",
                          "an explicit user yes, right after the agent asked, before each such call",
@@ -132,6 +141,10 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
         what = ", ".join(f"at most {n} {noun}" for n, noun in found)
         return _model(f"a numeric limit ({what}) judged by the model",
                       missing=f"a rule counting {what}")
+    least = MINIMUM.search(form.main)
+    if least and form.polarity == "do":
+        return _model(f"a numeric minimum ({least.group(0)}) judged by the model",
+                      missing=f"a rule counting {least.group(0)}")
     if form.polarity == "do" and RETRIEVAL.search(ob) and form.kind in ("before", "must", "should"):
         return Check(ClauseCondition(rule="execution.has_retrieval"), "rule", "a retrieval step in the turn",
                      layer="trace")
@@ -195,6 +208,8 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
         if form.kind == "only_if":
             return (f"{head}只有在以下条件成立时才允许这样做：{form.condition}。在本{unit}中，如果智能体这样做了"
                     f"（{form.trigger}），该条件是否成立？若智能体没有这样做，回答 not_applicable。")
+        if form.exception:
+            return f"{head}在本{unit}中，除非{form.exception}，{did}？若例外情形成立，回答 not_applicable。"
         if form.kind == "before":
             return f"{head}在本{unit}中，在{form.trigger}之前，{did}？若没有发生，回答 not_applicable。"
         if form.trigger:
@@ -211,6 +226,9 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
     if form.kind == "only_if":
         return (f'{head} This is allowed only when: {_agentive(form.condition)}. In this {unit}, if the agent did '
                 f'this ("{form.trigger}"), did that condition hold? Answer not_applicable if it did not do it.')
+    if form.exception:
+        return (f'{head} In this {unit}, unless "{_agentive(form.exception)}", {did}? Answer not_applicable if '
+                "that exception held.")
     if form.kind == "before":
         return (f'{head} In this {unit}, before "{form.trigger}", {did}? Answer not_applicable if that never '
                 "happened.")

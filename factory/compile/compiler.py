@@ -1,8 +1,11 @@
 """`compile_spec`: a role spec (markdown system prompt) -> clauses r = (trigger, obligation), deterministically.
 
 Sentence by sentence: skip what states no rule; split a sentence into its clauses; recognise each clause's
-form (`patterns`); detect its trigger (`detect`) and choose its obligation check (`checks`); build the pack
-clause. A clause whose rule needs the conversation (confirmation before an action) makes the whole spec
+form (`patterns`: one clause may give two forms, `if and only if` or a condition with two obligations); detect
+its trigger (`detect`) and choose its obligation check (`checks`); build the pack clause. A normative sentence
+always ends up a clause or in `uncompiled` with the reason, never dropped. A trigger that refers to an action
+named before ("before taking the action", "the tool call") takes the tools of the block's previous clause, else
+of its section. A clause whose rule needs the conversation (confirmation before an action) makes the whole spec
 conversation-layer (one denominator for every clause); other specs are judged per turn.
 Pure: the same text and options give the same output.
 """
@@ -16,7 +19,17 @@ from collections.abc import Iterable, Sequence
 
 from factory.compile import checks as _checks
 from factory.compile.checks import Check, build_check, question
-from factory.compile.detect import CONCEPTS, Detection, Vocabulary, always, catalogue, context_tools, find_condition
+from factory.compile.detect import (
+    CONCEPTS,
+    Detection,
+    Vocabulary,
+    always,
+    catalogue,
+    context_tools,
+    find_condition,
+    mode_condition,
+    tool_condition,
+)
 from factory.compile.model import (
     Check as CheckModel,
     CompiledClause,
@@ -25,16 +38,27 @@ from factory.compile.model import (
     Uncompiled,
 )
 from factory.compile.parse import Sentence, code_identifiers, sentences
-from factory.compile.patterns import Form, Unparsed, normative, parse, split_parts
+from factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
+from factory.compile.words import SPEC_MODE_ALIAS
 from knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer
 
 _ANAPHOR_SUBJECT = re.compile(r"^(?:this|these|that|those|it|they|such)\b|^(?:这|此|该|它)", re.I)
 _ANAPHOR_OBJECT = re.compile(r"\b(?:these|those|them|this|it)\s*$|(?:这些|那些|它们|此类)$", re.I)
+# "This action can only be called once" at the top of `### Modify items`: the section's own action.
+_DEICTIC = re.compile(r"^(?:this|that|the)\s+(?:action|tool|operation|function|api|call|step)s?$|^(?:该|此|这个)(?:操作|工具)$",
+                      re.I)
+_PERSONAL = re.compile(r"^(?:it|they)$|^它们?$", re.I)
+_RULES_BACK = re.compile(r"\b(?:the|these|those|such|above|preceding|previous)\s+(?:above\s+|preceding\s+|previous\s+)?"
+                         r"(?:rules|requirements|conditions|restrictions)\b(?!\s+(?:of|for|in|on|that|which)\b)"
+                         r"|(?:上述|以上|前述|这些)(?:规则|要求|条件)", re.I)
 _STOP = frozenset("""a an the to of and or any all you your agent agents user users customer customers that this it
 is are be in on for with at by as if only should must not never do does make sure can cannot first then each every
 from into than when before after may will would their its our we they them also other some such one two three
 have has need needs""".split())
 _CONDITIONAL = ("if_then", "before", "only_if")
+_STRONG = ("tool", "any_tool", "attribute", "context")
+_SKIP_HEAD = frozenset({"be", "been", "being", "get", "got", "any", "ever", "also", "even", "just", "there", "is",
+                        "are", "the", "a", "an"})
 
 
 def _normalized(text: str) -> str:
@@ -61,27 +85,81 @@ def _pack_kind(form: Form, check: Check) -> ClauseKind:
     return "must_not" if form.polarity == "avoid" else "must"
 
 
-def _trigger(form: Form, sentence: Sentence, vocab: Vocabulary) -> tuple[Detection, bool, bool]:
+def _head_verb(action: str) -> str | None:
+    """The verb of an action phrase (`be any change of ...` -> `change`), for matching tools by their verb."""
+    for word in re.findall(r"[a-z]+", action.lower()):
+        if word not in _SKIP_HEAD and not word.endswith("ly"):
+            return word
+    return None
+
+
+def _narrowed(found: Detection, sentence: Sentence, vocab: Vocabulary) -> Detection:
+    """A weak tool match narrowed to the section's tools, when they share some."""
+    if not found.partial:
+        return found
+    ctx = context_tools(sentence, vocab)
+    if ctx is None:
+        return found
+    both = tuple(t for t in found.condition.tool_names if t in ctx.condition.tool_names)
+    if not both:
+        return found
+    return Detection(tool_condition(both), "tool", f"a call to {', '.join(both)} (named by its action, in the "
+                                                   f"{'label' if sentence.label else 'section'}'s scope)")
+
+
+def _situation(text: str, sentence: Sentence, vocab: Vocabulary, previous: Detection | None, *,
+               mode: bool) -> Detection | None:
+    """What a rule can see of a condition or a restricted behaviour (see `detect` for the order)."""
+    if mode:
+        found = mode_condition(text, vocab)
+        if found is not None:
+            return found
+    if CONCEPTS["definite"].search(text) or CONCEPTS["api"].search(text):
+        # "before taking the action", "the tool call": the action of the sentence before, else of the section.
+        if previous is not None:
+            return Detection(previous.condition, previous.how, f"{previous.note}; the action the text refers to")
+        ctx = context_tools(sentence, vocab)
+        if ctx is not None:
+            return ctx
+    found = find_condition(text, sentence, vocab)
+    return _narrowed(found, sentence, vocab) if found is not None else None
+
+
+def _forbidden_action(form: Form, sentence: Sentence, vocab: Vocabulary) -> Detection | None:
+    """The tool call an avoid-obligation forbids, found by the obligation's own verb."""
+    found = find_condition(f"{form.subject} {form.action}".strip(), sentence, vocab, head=_head_verb(form.action))
+    if found is None or found.how not in ("tool", "any_tool"):
+        return None
+    return _narrowed(found, sentence, vocab)
+
+
+def _trigger(form: Form, sentence: Sentence, vocab: Vocabulary,
+             previous: Detection | None) -> tuple[Detection, bool, bool]:
     """(trigger detection, fell back to always for a condition, trigger is the forbidden action itself)."""
     if form.kind in _CONDITIONAL:
-        if CONCEPTS["api"].search(form.trigger):
+        text = form.action if form.kind == "only_if" else form.trigger
+        found = _situation(text, sentence, vocab, previous, mode=form.kind != "only_if")
+        if form.kind == "if_then" and form.polarity == "avoid" and (found is None or found.how not in _STRONG):
+            # The condition is invisible to rules (or only a weak text match) but the forbidden action is not:
+            # watch the action and let the model judge whether the condition held.
+            action = _forbidden_action(form, sentence, vocab) or (context_tools(sentence, vocab) if found is None
+                                                                   else None)
+            if action is not None:
+                return action, False, True
+        if found is not None:
+            return found, False, False
+        if form.kind == "only_if":
             ctx = context_tools(sentence, vocab)
             if ctx is not None:
                 return ctx, False, False
-        found = find_condition(form.trigger, sentence, vocab)
-        if found is not None:
-            return found, False, False
-        if form.kind == "if_then" and form.polarity == "avoid":
-            # The condition is invisible to rules but the forbidden action is not: watch the action and
-            # let the model judge whether the condition held.
-            action = find_condition(form.main, sentence, vocab)
-            if action is not None and action.how == "tool":
-                return action, False, True
         return always(), True, False
     if form.polarity == "avoid":
-        found = find_condition(form.main, sentence, vocab)
+        found = _forbidden_action(form, sentence, vocab)
         if found is not None and found.how == "tool":
             return found, False, True
+    if form.exception:  # no rule can see that an exception did not hold: the model judges applicability
+        ctx = context_tools(sentence, vocab)
+        return ctx or always(), True, False
     ctx = context_tools(sentence, vocab)
     return (ctx, False, False) if ctx is not None else (always(), False, False)
 
@@ -89,7 +167,14 @@ def _trigger(form: Form, sentence: Sentence, vocab: Vocabulary) -> tuple[Detecti
 def _anaphora(form: Form, detection: Detection) -> str | None:
     subject = form.subject.strip()
     if _ANAPHOR_SUBJECT.match(subject):
-        return f"refers back to an earlier sentence ('{subject.split()[0] if ' ' in subject else subject}')"
+        section_action = _DEICTIC.match(subject) is not None and detection.how in ("context", "tool")
+        # "If the user provides a gift card, it must ...": the pronoun names what the condition introduced.
+        own_condition = form.kind == "if_then" and _PERSONAL.match(subject) is not None
+        if not (section_action or own_condition):
+            return f"refers back to an earlier sentence ('{subject.split()[0] if ' ' in subject else subject}')"
+    rules = _RULES_BACK.search(f"{form.main} {form.condition}")
+    if rules:
+        return f"refers back to earlier sentences ('{rules.group(0)}'), which are compiled on their own"
     if form.kind in ("if_then", "before"):
         return None  # a pronoun in the obligation names what the sentence's own condition introduced
     behaviour = form.trigger if form.kind == "only_if" else form.action
@@ -99,41 +184,73 @@ def _anaphora(form: Form, detection: Detection) -> str | None:
     return None
 
 
+def _labels(all_sentences: Sequence[Sentence]) -> dict[str, tuple[str, ...]]:
+    out: dict[str, list[str]] = {}
+    for s in all_sentences:
+        if s.label and s.label not in out.setdefault(s.section, []):
+            out[s.section].append(s.label)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _aliases(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for m in SPEC_MODE_ALIAS.finditer(text):
+        word, value = (m.group("m"), m.group("v")) if m.group("m") else (m.group("m2"), m.group("v2"))
+        out.setdefault(word.casefold(), value)
+    return out
+
+
 def compile_spec(
     text: str, *, source: str, tools: Sequence[str] = (), lexicons: Iterable[str] = (),
-    layer: ClauseLayer | None = None,
+    layer: ClauseLayer | None = None, modes: Sequence[str] = (),
 ) -> CompiledSpec:
     """Compile a role spec into clauses.
 
     `source` names the spec in clauses (`airline_en.md`); `tools` adds tool names to the catalogue the spec's
     own backticked names start; `lexicons` are the base pack's lexicon categories that have patterns (a clause
-    may use them); `layer` forces every clause onto one layer (default: see the module docstring).
+    may use them); `modes` the agent modes the base pack knows (what a mode condition compares with); `layer`
+    forces every clause onto one layer (default: see the module docstring). Every normative sentence ends up a
+    clause or in `uncompiled` with the reason.
     """
-    vocab = Vocabulary(tools=catalogue(code_identifiers(text), tools), lexicons=frozenset(lexicons))
+    all_sentences = sentences(text)
+    vocab = Vocabulary(tools=catalogue(code_identifiers(text), tools), lexicons=frozenset(lexicons),
+                       modes=tuple(modes), mode_aliases=_aliases(text), section_labels=_labels(all_sentences))
     drafts: list[tuple[Sentence, str, Form, Detection, Check]] = []
     uncompiled: list[Uncompiled] = []
-    for sentence in sentences(text):
+    previous: tuple[int, Detection] | None = None
+    rules = 0
+    for sentence in all_sentences:
         if not normative(sentence.text, sentence.lang):
             continue
+        rules += 1
         if re.search(r"[?？]\W*$", sentence.text):
             uncompiled.append(Uncompiled(line=sentence.line, sentence=sentence.text, reason="a question, not a rule"))
             continue
+        accounted = False
         for part in split_parts(sentence.text, sentence.lang):
             if not normative(part, sentence.lang):
                 continue
-            form = parse(part, sentence.lang)
-            if isinstance(form, Unparsed):
-                uncompiled.append(Uncompiled(line=sentence.line, sentence=part, reason=form.reason))
-                continue
-            detection, fallback, action_trigger = _trigger(form, sentence, vocab)
-            reason = _anaphora(form, detection)
-            if reason is not None:
-                uncompiled.append(Uncompiled(line=sentence.line, sentence=part, reason=reason))
-                continue
-            check = build_check(form, sentence, detection, vocab, fallback=fallback, action_trigger=action_trigger)
-            if check.trigger is not None:
-                detection = check.trigger
-            drafts.append((sentence, part, form, detection, check))
+            for form in parse_all(part, sentence.lang):
+                accounted = True
+                if isinstance(form, Unparsed):
+                    uncompiled.append(Uncompiled(line=sentence.line, sentence=part, reason=form.reason))
+                    continue
+                before = previous[1] if previous is not None and previous[0] == sentence.block else None
+                detection, fallback, action_trigger = _trigger(form, sentence, vocab, before)
+                reason = _anaphora(form, detection)
+                if reason is not None:
+                    uncompiled.append(Uncompiled(line=sentence.line, sentence=part, reason=reason))
+                    continue
+                check = build_check(form, sentence, detection, vocab, fallback=fallback,
+                                    action_trigger=action_trigger)
+                if check.trigger is not None:
+                    detection = check.trigger
+                if detection.how in ("tool", "context") and "*" not in detection.condition.tool_names:
+                    previous = (sentence.block, detection)
+                drafts.append((sentence, part, form, detection, check))
+        if not accounted:  # never silently: a rule sentence the forms do not cover is reported
+            uncompiled.append(Uncompiled(line=sentence.line, sentence=sentence.text,
+                                         reason="states a rule in a form the compiler does not know"))
     # One clause that needs the conversation (confirmation before an action) puts every clause there: one
     # denominator for all of them; clauses whose rule needs a turn keep the trace layer.
     whole = any(c.layer == "conversation" for *_, c in drafts)
@@ -167,17 +284,20 @@ def compile_spec(
             description=(f"Compiled ({form.kind}, {form.polarity}). Trigger: {detection.note}. "
                          f"Obligation: {check.note}."),
         )
-        trigger_text = form.trigger or ("always" if detection.how == "always" else detection.note)
+        if form.exception:
+            trigger_text = f"unless {form.exception}"
+        else:
+            trigger_text = form.trigger or ("always" if detection.how == "always" else detection.note)
         clauses.append(CompiledClause(
             id=cid, kind=form.kind, polarity=form.polarity, trigger=trigger_text,
-            obligation=form.condition if form.kind == "only_if" else form.main, sentence=part,
-            source_line=sentence.line, section=sentence.section, language=sentence.lang, layer=clause_layer,
-            invariant=invariant, detector=Detector(how=detection.how, note=detection.note),
+            obligation=form.condition if form.kind == "only_if" else form.action if form.exception else form.main,
+            sentence=part, source_line=sentence.line, section=sentence.section, language=sentence.lang,
+            layer=clause_layer, invariant=invariant, detector=Detector(how=detection.how, note=detection.note),
             check=CheckModel(how=check.how, note=check.note, rule=check.condition.rule,  # type: ignore[arg-type]
                              missing_rule=check.missing_rule),
             clause=pack_clause,
         ))
     return CompiledSpec(
         source=source, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), tools=vocab.tools,
-        clauses=tuple(clauses), uncompiled=tuple(uncompiled),
+        clauses=tuple(clauses), uncompiled=tuple(uncompiled), sentences=rules,
     )

@@ -8,9 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from factory.compile.detect import DetectorHow
 from factory.compile.patterns import FormKind, Polarity
-from knowledge_packs.model import Clause, ClauseId, ClauseLayer
+from knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
 
-COMPILER_VERSION = "2"
+COMPILER_VERSION = "3"
 """Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""
 CheckHow = Literal["rule", "matcher", "model"]
 """How an obligation is collected: a registered rule, a built-in matcher, or the model tiers."""
@@ -104,6 +104,8 @@ class CompiledSpec(_Frozen):
     """Compiled clauses in spec order."""
     uncompiled: tuple[Uncompiled, ...]
     """Normative sentences left for a person, in spec order."""
+    sentences: int = 0
+    """How many sentences of the spec state a rule (each is compiled or listed in `uncompiled`)."""
 
     def pack_clauses(self) -> tuple[Clause, ...]:
         """The clauses as a knowledge pack holds them."""
@@ -111,26 +113,52 @@ class CompiledSpec(_Frozen):
 
 
 class ClauseSummary(_Frozen):
-    """One clause as `build --json` prints it."""
+    """One clause the suite runs, as `build --json` prints it: compiled from the spec or the base pack's."""
 
     id: str
     """Clause id."""
+    origin: Literal["spec", "pack"]
+    """`spec`: compiled from a sentence of the spec (also when it replaces a pack clause of the same check);
+    `pack`: the base pack's clause, run as the pack states it."""
+    kind: FormKind | ClauseKind
+    """The sentence form (spec) or the pack clause's kind."""
+    polarity: Polarity
+    """`do` or `avoid`."""
     trigger: str
     """Trigger text."""
     obligation: str
     """Obligation text."""
-    source_line: int
-    """1-based spec line."""
-    kind: FormKind
-    """Sentence form."""
+    source_line: int | None
+    """1-based spec line; None for a pack clause."""
+    check: str
+    """How the obligation is collected: `model`, `rule <name> {param: value}`, or `matcher <conditions>`."""
     layer: ClauseLayer
     """Unit judged."""
     detector: str
     """How the trigger is detected."""
-    check: str
-    """How the obligation is collected (`rule <name>`, `matcher`, `model`)."""
     invariant: bool
-    """Proposed invariant."""
+    """Proposed (spec) or declared (pack) invariant."""
+    matches_everything: bool = False
+    """Its trigger holds in every unit with any text: the obligation is asked of every unit."""
+
+
+class MergedCheck(_Frozen):
+    """Clauses that stated the same check, kept once in the suite."""
+
+    kept: str
+    """Id of the clause the suite runs."""
+    source_line: int
+    """The spec line it was compiled from: its source."""
+    pack_clause: str | None = None
+    """The base pack's clause it replaces (the same id, overridden), if any."""
+    dropped: tuple[str, ...] = ()
+    """Compiled clauses with the same check that the suite does not run."""
+    lines: tuple[int, ...]
+    """Spec lines of every merged compiled clause."""
+    check: str
+    """The check, as `ClauseSummary.check` prints it."""
+    note: str = ""
+    """What was merged, and where the spec's parameters differed from the pack's."""
 
 
 class BuildReport(_Frozen):
@@ -148,8 +176,16 @@ class BuildReport(_Frozen):
     """The suite directory."""
     files: int
     """Files written (manifest included)."""
+    normative_sentences: int
+    """Sentences of the spec that state a rule."""
+    compiled: int
+    """Clauses compiled from the spec, before merging."""
     clauses: tuple[ClauseSummary, ...]
-    """Compiled clauses."""
+    """Every clause the suite runs, the base pack's included, in the pack's order."""
+    merged: tuple[MergedCheck, ...]
+    """Checks stated twice (by the spec and the pack, or twice in the spec) and kept once."""
+    always_triggers: int
+    """How many of `clauses` have a trigger that matches every unit."""
     uncompiled: tuple[Uncompiled, ...]
     """What the compiler could not compile."""
     invariants: tuple[str, ...]

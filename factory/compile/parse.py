@@ -52,6 +52,8 @@ class Sentence:
     """`zh` when the sentence is mostly Chinese, else `en`."""
     code_terms: tuple[str, ...]
     """Identifiers the spec wrote in backticks inside this sentence."""
+    block: int = 0
+    """Index of its block (a paragraph or list item): sentences of one block may refer to each other."""
 
 
 @dataclass
@@ -170,7 +172,7 @@ def _split(text: str) -> list[tuple[int, int]]:
 def sentences(text: str) -> list[Sentence]:
     """The sentences of a markdown spec, in order."""
     out: list[Sentence] = []
-    for block in _blocks(text):
+    for index, block in enumerate(_blocks(text)):
         label = ""
         body_start = 0
         m = _LABEL_ZH.match(block.text) if language(block.text) == "zh" else _LABEL_EN.match(block.text)
@@ -184,7 +186,7 @@ def sentences(text: str) -> list[Sentence]:
             line = block.lines[bisect_right(block.starts, start) - 1]
             code = tuple(dict.fromkeys(ident for a, b, ident in block.code if start <= a and b <= end))
             out.append(Sentence(text=sentence, line=line, section=block.section, label=label,
-                                lang=language(sentence), code_terms=code))
+                                lang=language(sentence), code_terms=code, block=index))
     return out
 
 

@@ -12,6 +12,10 @@
     DIR/manifest.json         spec sha256, pack digest, per-file sha256, evaluator versions, compiler version
                               (and, when a model is configured, `compiler`: the deterministic version and the model)
 
+A check the spec states and the base pack states too (or the spec twice) is written once, with the spec's
+line as its source (`factory.compile.merge`); the report says which were merged. A spec that states no rule
+(no normative sentence, or a JSON file) is refused: a suite without clauses would measure nothing.
+
 The bytes depend only on the spec, the base pack, the options and the registered components: building the
 same spec twice gives identical files, wherever the directory is. With a small model configured, the
 orchestrator (`factory.compile.orchestrator`) compiles what the deterministic compiler could not; its answers
@@ -36,13 +40,23 @@ from evaluators.collect.cache import DatumCache
 from evaluators.collect.config import ModelConfig
 from evaluators.collect.prompt import TEMPLATES
 from evaluators.core import COMPONENTS
+from evaluators.components.conduct.definitions import describe
 from factory.compile.compiler import compile_spec
-from factory.compile.model import COMPILER_VERSION, BuildReport, ClauseSummary, CompiledSpec
+from factory.compile.detect import ANY_TEXT
+from factory.compile.merge import check_text, merge_checks
+from factory.compile.model import (
+    COMPILER_VERSION,
+    BuildReport,
+    ClauseSummary,
+    CompiledClause,
+    CompiledSpec,
+    MergedCheck,
+)
 from factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
 from factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
 from knowledge_packs import KnowledgePack, load_pack
 from knowledge_packs.loader import resolve_pack
-from knowledge_packs.model import ClauseLayer
+from knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
 
 MANIFEST = "manifest.json"
 _LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
@@ -84,8 +98,10 @@ def base_lexicons(pack: KnowledgePack) -> tuple[str, ...]:
     return tuple(c for c in _LEXICONS if any(getattr(lex, c) for lex in pack.lexicons.values()))
 
 
-def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None = None) -> str:
+def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None = None,
+               overrides: Sequence[Clause] = (), merges: Sequence[MergedCheck] = ()) -> str:
     clauses = [c.clause.model_dump(mode="json") for c in spec.clauses]
+    clauses += [c.model_dump(mode="json") for c in overrides]
     by = "the deterministic spec compiler" + (f", then the model orchestrator ({model})" if model else "")
     head = {
         "name": name,
@@ -99,21 +115,35 @@ def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None
         f"It extends `{extends}`; its clauses are the spec's rules as r = (trigger, obligation). Review each one:",
         "the trigger must be decided by rules; an obligation without a rule is asked of the model tiers.",
     ), _yaml(head)]
-    if not spec.clauses:
+    if not spec.clauses and not overrides:
         out.append("clauses: []\n")
         return "".join(out)
     out.append("clauses:\n")
+    by_kept = {m.kept: m for m in merges}
     for c in spec.clauses:
-        data = c.clause.model_dump(mode="json", exclude_defaults=True)
-        data["layer"] = c.clause.layer
-        data["kind"] = c.clause.kind
-        order = ("id", "text", "source", "kind", "layer", "invariant", "trigger", "obligation", "description")
-        data = {k: data[k] for k in order if k in data} | {k: v for k, v in data.items() if k not in order}
+        merge = by_kept.get(c.id)
+        notes = ["compiled by the model"] if c.compiled_by == "model" else []
+        if merge is not None and merge.pack_clause:
+            notes.append(f"replaces the base pack clause {merge.pack_clause} (the same check)")
+        if merge is not None and merge.dropped:
+            notes.append(f"also stated as {', '.join(merge.dropped)} (the same check, not written)")
         out.append(f"  # line {c.source_line}: {c.kind} ({c.polarity}); trigger {c.detector.how}; "
                    f"obligation {c.check.how}{' ' + c.check.rule if c.check.rule else ''}"
-                   f"{'; compiled by the model' if c.compiled_by == 'model' else ''}\n")
-        out.append("".join(f"  {line}\n" for line in _yaml([data]).splitlines()))
+                   + "".join(f"; {n}" for n in notes) + "\n")
+        out.append(_clause_yaml(c.clause))
+    for clause in overrides:
+        out.append(f"  # the base pack's clause, without the parameters the spec states itself\n")
+        out.append(_clause_yaml(clause))
     return "".join(out)
+
+
+def _clause_yaml(clause: Clause) -> str:
+    data = clause.model_dump(mode="json", exclude_defaults=True)
+    data["layer"] = clause.layer
+    data["kind"] = clause.kind
+    order = ("id", "text", "source", "kind", "layer", "invariant", "trigger", "obligation", "description")
+    data = {k: data[k] for k in order if k in data} | {k: v for k, v in data.items() if k not in order}
+    return "".join(f"  {line}\n" for line in _yaml([data]).splitlines())
 
 
 def _confirmed(path: Path) -> frozenset[str]:
@@ -125,6 +155,48 @@ def _confirmed(path: Path) -> frozenset[str]:
         return frozenset(e.clause for e in read_invariants(path) if e.confirmed)
     except SpecError:
         return frozenset()  # a broken file is rewritten; the review asks again
+
+
+def _read_spec(path: Path) -> str:
+    """The spec's text; `SpecError` naming the file when it cannot be one (unreadable, binary, JSON)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a text file; a role spec is markdown or plain text") from None
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the spec ({e.strerror or e})") from None
+    if text.lstrip()[:1] in ("{", "["):
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            raise SpecError(f"{path}: a JSON file, not a role spec; give the agent's system prompt (markdown or text)")
+    return text
+
+
+def _summary(clause: Clause, compiled: CompiledClause | None) -> ClauseSummary:
+    everything = matches_everything(clause.trigger)
+    if compiled is not None:
+        return ClauseSummary(
+            id=clause.id, origin="spec", kind=compiled.kind, polarity=compiled.polarity, trigger=compiled.trigger,
+            obligation=compiled.obligation, source_line=compiled.source_line, check=check_text(clause.obligation),
+            layer=clause.layer, detector=compiled.detector.note, invariant=compiled.invariant,
+            matches_everything=everything,
+        )
+    return ClauseSummary(
+        id=clause.id, origin="pack", kind=clause.kind, polarity="avoid" if clause.kind == "must_not" else "do",
+        trigger=describe(clause.trigger), obligation=clause.text, source_line=None,
+        check=check_text(clause.obligation), layer=clause.layer, detector=describe(clause.trigger),
+        invariant=clause.invariant, matches_everything=everything,
+    )
+
+
+def matches_everything(trigger: ClauseCondition) -> bool:
+    """A trigger that holds in every unit with any text (the `always` detector, or one like it)."""
+    return (trigger.rule is None and not trigger.tool_names and not trigger.attribute_present
+            and not trigger.attribute_equals and trigger.lexicon is None
+            and trigger.regex in (ANY_TEXT, ".", r"[\s\S]"))
 
 
 def _write(out: Path, files: dict[str, bytes]) -> None:
@@ -156,10 +228,13 @@ def build_suite(
     in `cache` (none: every build asks again); `counters` adds up its model calls. A compiled pack that does
     not validate raises `SpecError` naming the file.
     """
-    text = spec_path.read_text(encoding="utf-8")
+    text = _read_spec(spec_path)
     base = load_pack(pack)
     spec = compile_spec(text, source=spec_path.name, tools=(*base_tools(base), *tools),
-                        lexicons=base_lexicons(base), layer=layer)
+                        lexicons=base_lexicons(base), layer=layer, modes=tuple(base.baselines.modes))
+    if not spec.sentences:
+        raise SpecError(f"{spec_path}: no sentence states a rule (must, should, never, only if, if ... then, an "
+                        "order); nothing to build a suite from")
     model_name: str | None = None
     if model is not None and model.small is not None:
         # Imported here: only model builds need the orchestrator (and the model stack it imports).
@@ -168,9 +243,12 @@ def build_suite(
         result = orchestrate(spec, text, model=model, cache=cache, lexicons=base_lexicons(base), layer=layer,
                              counters=counters)
         spec, model_name = result.spec, result.model
+    compiled = len(spec.clauses)
+    kept, overrides, merges = merge_checks(spec.clauses, base)
+    spec = spec.model_copy(update={"clauses": kept})
     out.mkdir(parents=True, exist_ok=True)
     name, extends = _pack_name(spec_path.stem), _extends(pack, out)
-    pack_text = _pack_text(spec, name=name, extends=extends, model=model_name)
+    pack_text = _pack_text(spec, name=name, extends=extends, model=model_name, overrides=overrides, merges=merges)
     (out / PACK_FILE).write_text(pack_text, encoding="utf-8")
     try:
         merged = load_pack(out / PACK_FILE)
@@ -189,7 +267,9 @@ def build_suite(
         files[f"{EVALUATORS_DIR}/{component}.yaml"] = evaluator_yaml(ev).encode("utf-8")
     for template in sorted(TEMPLATES.glob("*.j2")):
         files[f"templates/{template.name}"] = template.read_bytes()
-    invariants = [c for c in spec.clauses if c.invariant]
+    # A clause that replaces a base-pack clause the pack declares an invariant stays one, as the pack decided.
+    declared = {c.id for c in base.clauses if c.invariant}
+    invariants = [c for c in spec.clauses if c.invariant and c.id not in declared]
     confirmed = _confirmed(out / INVARIANTS_FILE)
     files[INVARIANTS_FILE] = (_header(
         "Proposed invariants: zero tolerance at the gate (one violation opens an incident). The compiler proposes",
@@ -218,18 +298,14 @@ def build_suite(
     files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     _write(out, files)
     missing = tuple(f"{c.id}: {c.check.missing_rule}" for c in spec.clauses if c.check.missing_rule)
+    by_id = {c.id: c for c in spec.clauses}
+    summaries = tuple(_summary(c, by_id.get(c.id)) for c in merged.clauses)
     return BuildReport(
         spec=spec.source, spec_sha256=spec.sha256, pack=merged.name, extends=extends, out=str(out), files=len(files),
-        clauses=tuple(
-            ClauseSummary(
-                id=c.id, trigger=c.trigger, obligation=c.obligation, source_line=c.source_line, kind=c.kind,
-                layer=c.layer, detector=c.detector.note, invariant=c.invariant,
-                check=f"rule {c.check.rule}" if c.check.how == "rule" else c.check.how,
-            ) for c in spec.clauses
-        ),
-        uncompiled=spec.uncompiled, invariants=tuple(c.id for c in invariants), missing_rules=missing,
-        evaluators=versions,
+        normative_sentences=spec.sentences, compiled=compiled, clauses=summaries, merged=merges,
+        always_triggers=sum(1 for c in summaries if c.matches_everything), uncompiled=spec.uncompiled,
+        invariants=tuple(c.id for c in invariants), missing_rules=missing, evaluators=versions,
     )
 
 
-__all__ = ["MANIFEST", "PACK_FILE", "base_lexicons", "base_tools", "build_suite"]
+__all__ = ["MANIFEST", "PACK_FILE", "base_lexicons", "base_tools", "build_suite", "matches_everything"]

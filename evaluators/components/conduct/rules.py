@@ -8,7 +8,7 @@ resolves a pointer back to it.
 Registered rules:
 
 - `conduct.clause_trigger`, `conduct.clause_obligation`: a clause's built-in condition (lexicon, regex,
-  tool names, attributes) on a span, turn or conversation.
+  tool names, attributes present or equal to a value, the agent's mode) on a span, turn or conversation.
 - `conduct.confirmed_before_action` (conversation layer): every call of the trigger's tools follows an explicit
   user yes, given right after an assistant message that asked to confirm.
 - `conduct.one_tool_call_per_message`, `conduct.no_reply_with_tool_call` (turn or conversation).
@@ -36,6 +36,8 @@ MAX_EVIDENCE = 20
 """Pointers kept per answer: enough to check a judgment without copying a whole conversation."""
 
 _MISSING = lookup({}, "?")  # the sentinel `lookup` returns for an absent key
+MODE_KEY = "agent.mode"
+"""The attribute key of the agent's mode: adapters normalise it into `Turn.mode`, which a condition reads first."""
 _FIELD_OF = {"request": "request", "answer": "answer", "spans.input": "input", "spans.output": "output"}
 
 
@@ -132,14 +134,31 @@ def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) ->
             hits += sorted(found, key=lambda h: (h.start, h.end))
     if cond.tool_names:
         hits += [whole(s.id, "input", s.input) for s in _spans(unit) if is_tool_call(s, cond.tool_names)]
+    owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
+    owners += [(s.id, s.attributes) for s in _spans(unit)]
     for key in cond.attribute_present:
-        owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
-        owners += [(s.id, s.attributes) for s in _spans(unit)]
         for owner, attrs in owners:
             value = lookup(attrs, key)
             if value is not _MISSING and value is not None:
                 hits.append(whole(owner, f"attributes.{key}", str(value)))
+    for key, wanted in cond.attribute_equals.items():
+        found = [(t.id, "mode", t.mode) for t in _turns(unit) if key == MODE_KEY and t.mode is not None]
+        found += [(owner, f"attributes.{key}", lookup(attrs, key)) for owner, attrs in owners]
+        hits += [whole(owner, field, str(value)) for owner, field, value in found if _equals(value, wanted)]
     return list(dict.fromkeys(hits))  # the same range found by two patterns is cited once
+
+
+def _canon(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value).strip().casefold()
+
+
+def _equals(observed: Any, wanted: Any) -> bool:
+    """Attribute equality as segmentation rules compare: any of the wanted values, strings case-insensitively."""
+    if isinstance(observed, list | tuple):
+        return any(_equals(o, wanted) for o in observed)
+    if observed is _MISSING or observed is None or isinstance(observed, dict):
+        return False
+    return _canon(observed) in {_canon(w) for w in (wanted if isinstance(wanted, tuple) else (wanted,))}
 
 
 def message_index(conversation: Conversation, pointer: EvidencePointer) -> int | None:

@@ -1,0 +1,173 @@
+"""One check once: a compiled clause that states a check the base pack (or an earlier sentence) already states is
+kept once, with the spec's line as its source.
+
+Two clauses are the same check when they fire on the same trigger (tool names compared as sets) and collect the
+obligation the same way: the same rule with the same parameters (a rule reads the same calls and messages on a
+turn or a conversation), or, on the same layer, the same built-in condition for the same kind or the same model
+question. A rule's `*_regex` parameters only tune how it
+reads text (what counts as a "yes"): they do not make another check, and a merged clause keeps the pack's
+where the spec sets none.
+
+- Among the compiled clauses, a later one with the same rule or built-in check as an earlier one is dropped
+  (both lines listed). A clause the model judges asks its own sentence's question and is kept.
+- A base-pack clause decided by a rule is replaced by the compiled clauses of that rule and trigger that together
+  state each of its parameters: the one sharing most of them takes the pack clause's id (so the pack's copy is
+  overridden, not run twice) and keeps the pack's invariant flag; the others keep their own ids. Where the spec
+  states another value than the pack, the spec's value wins and the merge says so. A pack clause the spec covers
+  only in part keeps the parameters the spec does not state.
+
+Pure: the same compiled clauses and base pack give the same result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from factory.compile.model import CompiledClause, MergedCheck
+from knowledge_packs.model import Clause, ClauseCondition, KnowledgePack
+
+
+def _tuning(key: str) -> bool:
+    return key.endswith("_regex")
+
+
+def policy_params(cond: ClauseCondition) -> dict[str, Any]:
+    """The parameters that state the policy (limits and the like), not how the rule reads text."""
+    return {k: v for k, v in cond.params.items() if not _tuning(k)}
+
+
+def _key(cond: ClauseCondition) -> str:
+    data = cond.model_dump(mode="json")
+    data["tool_names"] = sorted(data["tool_names"])
+    data["params"] = policy_params(cond)
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def check_key(clause: Clause) -> str:
+    """What makes two clauses the same check (see the module docstring)."""
+    ob = clause.obligation
+    if ob.rule is not None:  # a rule decides alone, on the calls or messages it reads, whatever the unit
+        return json.dumps(["rule", _key(clause.trigger), _key(ob)], ensure_ascii=False)
+    return json.dumps([clause.layer, _key(clause.trigger), clause.kind, _key(ob)], ensure_ascii=False)
+
+
+def _trigger_key(clause: Clause) -> str:
+    return json.dumps([_key(clause.trigger), clause.obligation.rule])
+
+
+def check_text(cond: ClauseCondition) -> str:
+    """How an obligation is collected, as `build --json` prints it: `model`, `rule <name> {param: value}`, or
+    `matcher <conditions>`."""
+    if cond.rule is not None:
+        params = policy_params(cond)
+        shown = " {" + ", ".join(f"{k}: {v}" for k, v in params.items()) + "}" if params else ""
+        tuned = [k for k in cond.params if _tuning(k)]
+        return f"rule {cond.rule}{shown}" + (f" (reads text with {', '.join(tuned)})" if tuned else "")
+    if not cond.rule_checkable():
+        return "model"
+    return "matcher " + ", ".join(cond.matchers())
+
+
+def _dedupe(clauses: Sequence[CompiledClause]) -> tuple[list[CompiledClause], list[MergedCheck]]:
+    kept: list[CompiledClause] = []
+    first: dict[str, CompiledClause] = {}
+    dropped: dict[str, list[CompiledClause]] = {}
+    for c in clauses:
+        key = check_key(c.clause)
+        if key in first and c.clause.obligation.rule_checkable():
+            dropped.setdefault(key, []).append(c)
+        else:
+            first[key] = c
+            kept.append(c)
+    merges = [
+        MergedCheck(kept=first[key].id, source_line=first[key].source_line, dropped=tuple(d.id for d in ds),
+                    lines=(first[key].source_line, *(d.source_line for d in ds)),
+                    check=check_text(first[key].clause.obligation),
+                    note="the same check stated again in the spec")
+        for key, ds in dropped.items()
+    ]
+    return kept, merges
+
+
+def _take_over(c: CompiledClause, pack: Clause) -> CompiledClause:
+    """`c` under the pack clause's id: the spec's sentence and line, the pack's text tuning and invariant flag."""
+    ob = c.clause.obligation
+    params = {**{k: v for k, v in pack.obligation.params.items() if _tuning(k)}, **ob.params}
+    clause = c.clause.model_copy(update={
+        "id": pack.id, "obligation": ob.model_copy(update={"params": params}),
+        "invariant": pack.invariant or c.clause.invariant,
+        "description": f"{c.clause.description} Merged with the base pack's clause {pack.id} (the same check).",
+    })
+    return c.model_copy(update={"id": pack.id, "clause": clause, "invariant": pack.invariant or c.invariant})
+
+
+def merge_checks(
+    clauses: Sequence[CompiledClause], base: KnowledgePack,
+) -> tuple[tuple[CompiledClause, ...], tuple[Clause, ...], tuple[MergedCheck, ...]]:
+    """(compiled clauses to write, base-pack clauses to override with fewer parameters, the merges made)."""
+    kept, merges = _dedupe(clauses)
+    taken: set[str] = set()
+    overrides: list[Clause] = []
+    own_ids = {c.id for c in kept}
+    for pack in base.clauses:
+        if pack.obligation.rule is None or pack.id in own_ids:
+            continue
+        same = [c for c in kept if c.id not in taken and _trigger_key(c.clause) == _trigger_key(pack)]
+        wanted = policy_params(pack.obligation)
+        if not wanted:
+            same = [c for c in same if not policy_params(c.clause.obligation)]
+        else:
+            same = [c for c in same if set(policy_params(c.clause.obligation)) & set(wanted)]
+        if not same:
+            continue
+        stated: dict[str, Any] = {}
+        for c in same:
+            stated.update(policy_params(c.clause.obligation))
+        conflicts = [f"{k}: the pack's {wanted[k]}, the spec's {stated[k]}" for k in wanted
+                     if k in stated and stated[k] != wanted[k]]
+        missing = {k: v for k, v in pack.obligation.params.items() if not _tuning(k) and k not in stated}
+        if missing:
+            # The spec states part of it: the pack's clause keeps the rest, the spec's clauses keep theirs.
+            params = {**missing, **{k: v for k, v in pack.obligation.params.items() if _tuning(k)}}
+            overrides.append(pack.model_copy(update={
+                "obligation": pack.obligation.model_copy(update={"params": params}),
+                "description": f"{pack.description} The spec states {', '.join(sorted(set(wanted) - set(missing)))} "
+                               f"itself (line {', '.join(str(c.source_line) for c in same)}).".strip(),
+            }))
+            merges.append(MergedCheck(
+                kept=pack.id, source_line=same[0].source_line, pack_clause=pack.id, dropped=(),
+                lines=tuple(c.source_line for c in same), check=check_text(overrides[-1].obligation),
+                note=f"the pack's clause keeps {', '.join(missing)}; the spec's clauses check the rest"
+                     + (f"; {'; '.join(conflicts)} (the spec's value wins)" if conflicts else "")))
+            continue
+        taker = max(same, key=lambda c: len(set(policy_params(c.clause.obligation)) & set(wanted)))
+        taken.add(taker.id)
+        index = kept.index(taker)
+        kept[index] = _take_over(taker, pack)
+        merges.append(MergedCheck(
+            kept=pack.id, source_line=taker.source_line, pack_clause=pack.id,
+            dropped=(), lines=tuple(c.source_line for c in same), check=check_text(kept[index].clause.obligation),
+            note=(f"the spec's line {taker.source_line} replaces the base pack's clause"
+                  + (f" (line {', '.join(str(c.source_line) for c in same if c is not taker)} states the rest)"
+                     if len(same) > 1 else "")
+                  + (f"; {'; '.join(conflicts)} (the spec's value wins)" if conflicts else ""))))
+    renamed = {old.id: new.id for old, new in zip(_dedupe(clauses)[0], kept, strict=True) if old.id != new.id}
+    return tuple(kept), tuple(overrides), _combined(m.model_copy(update={"kept": renamed.get(m.kept, m.kept)})
+                                                     for m in merges)
+
+
+def _combined(merges: Iterable[MergedCheck]) -> tuple[MergedCheck, ...]:
+    """One record per kept clause (a check stated twice in the spec and once in the pack is one merge)."""
+    out: dict[str, MergedCheck] = {}
+    for m in merges:
+        was = out.get(m.kept)
+        if was is None:
+            out[m.kept] = m
+            continue
+        out[m.kept] = was.model_copy(update={
+            "pack_clause": was.pack_clause or m.pack_clause, "dropped": (*was.dropped, *m.dropped),
+            "lines": tuple(sorted({*was.lines, *m.lines})), "note": f"{was.note}; {m.note}",
+        })
+    return tuple(out.values())
