@@ -22,11 +22,12 @@ Pure: the same compiled clauses and base pack give the same result.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from factory.compile.model import CompiledClause, MergedCheck
-from knowledge_packs.model import Clause, ClauseCondition, KnowledgePack
+from knowledge_packs.model import Clause, ClauseCondition, KnowledgePack, compile_pattern
 
 
 def _tuning(key: str) -> bool:
@@ -103,6 +104,54 @@ def _take_over(c: CompiledClause, pack: Clause) -> CompiledClause:
     return c.model_copy(update={"id": pack.id, "clause": clause, "invariant": pack.invariant or c.invariant})
 
 
+def _literal(regex: str) -> str | None:
+    """The text a regex matches when it is a plain literal (specials escaped), else None (`\\S`, `a|b`)."""
+    out: list[str] = []
+    chars = iter(regex)
+    for ch in chars:
+        if ch == "\\":
+            nxt = next(chars, "")
+            if not nxt or nxt.isalnum():
+                return None  # a class or an anchor such as \S, \d, \b
+            out.append(nxt)
+        elif ch in "[]().*+?{}|^$":
+            return None
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _trigger_covers(pack: ClauseCondition, compiled: ClauseCondition) -> bool:
+    """Whether the pack's trigger fires wherever the compiled one does (equal, or the compiled trigger is a
+    literal the pack's regex matches, on overlapping fields)."""
+    if _key(pack) == _key(compiled):
+        return True
+    if (sorted(pack.tool_names) != sorted(compiled.tool_names) or pack.lexicon != compiled.lexicon
+            or pack.attribute_present != compiled.attribute_present or pack.regex is None or compiled.regex is None
+            or not set(pack.fields) & set(compiled.fields)):
+        return False
+    literal = _literal(compiled.regex)
+    return literal is not None and bool(literal.strip()) and compile_pattern(pack.regex).search(literal) is not None
+
+
+def same_matcher_check(compiled: Clause, pack: Clause) -> bool:
+    """A compiled clause decided by a built-in matcher that states a pack clause's check: same kind, layer and
+    obligation, and a trigger the pack's covers (the pack's regex matches the compiled literal)."""
+    return (compiled.obligation.rule is None and compiled.obligation.rule_checkable()
+            and compiled.kind == pack.kind and compiled.layer == pack.layer
+            and _key(compiled.obligation) == _key(pack.obligation)
+            and _trigger_covers(pack.trigger, compiled.trigger))
+
+
+def _take_over_matcher(c: CompiledClause, pack: Clause) -> CompiledClause:
+    """`c` under the pack clause's id with the pack's (broader) trigger: the spec's sentence and line."""
+    clause = c.clause.model_copy(update={
+        "id": pack.id, "trigger": pack.trigger, "invariant": pack.invariant or c.clause.invariant,
+        "description": f"{c.clause.description} Merged with the base pack's clause {pack.id} (the same check).",
+    })
+    return c.model_copy(update={"id": pack.id, "clause": clause, "invariant": pack.invariant or c.invariant})
+
+
 def merge_checks(
     clauses: Sequence[CompiledClause], base: KnowledgePack,
 ) -> tuple[tuple[CompiledClause, ...], tuple[Clause, ...], tuple[MergedCheck, ...]]:
@@ -112,7 +161,19 @@ def merge_checks(
     overrides: list[Clause] = []
     own_ids = {c.id for c in kept}
     for pack in base.clauses:
-        if pack.obligation.rule is None or pack.id in own_ids:
+        if pack.id in own_ids:
+            continue
+        if pack.obligation.rule is None:
+            twin = next((c for c in kept if c.id not in taken and same_matcher_check(c.clause, pack)), None)
+            if twin is not None:
+                taken.add(twin.id)
+                index = kept.index(twin)
+                kept[index] = _take_over_matcher(twin, pack)
+                merges.append(MergedCheck(
+                    kept=pack.id, source_line=twin.source_line, pack_clause=pack.id, dropped=(),
+                    lines=(twin.source_line,), check=check_text(pack.obligation),
+                    note=f"the spec's line {twin.source_line} states the base pack's clause; the pack's trigger "
+                         "(a superset of the compiled one) is kept"))
             continue
         same = [c for c in kept if c.id not in taken and _trigger_key(c.clause) == _trigger_key(pack)]
         wanted = policy_params(pack.obligation)

@@ -182,3 +182,22 @@ def test_run_and_watch_refuse_another_pack_beside_a_suite(airline: tuple[Path, o
     assert load_suite(hand, pack="airline").pack.name == "airline"
     with pytest.raises(SpecError, match=r"--pack default would replace the pack of suite .*hand \(airline\)"):
         load_suite(hand, pack="default")
+
+
+def test_a_matcher_clause_the_spec_states_is_the_pack_clause_once(tmp_path: Path) -> None:
+    """The business-analysis spec's file-summary sentence and the pack's template clause are one check: the
+    suite runs it once, under the pack's id and broader trigger, with the spec's line as its source."""
+    res = CliRunner().invoke(app, ["build", "--spec", str(REPO / "specs" / "business_analysis_zh.md"), "--pack",
+                                   "business_analysis", "--out", str(tmp_path / "suite"), "--no-model", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    pack = load_pack("business_analysis")
+    template = next(c for c in pack.clauses if c.obligation.attribute_present)
+    runs = [c for c in report["clauses"] if c["id"] == template.id]
+    assert len(runs) == 1 and runs[0]["origin"] == "spec" and runs[0]["source_line"]
+    same_obligation = [c for c in report["clauses"] if c["kind"] == "only_if" and c["check"] == runs[0]["check"]]
+    assert len(same_obligation) == 1, same_obligation
+    assert any(m["pack_clause"] == template.id for m in report["merged"])
+    written = yaml.safe_load((tmp_path / "suite" / "pack.yaml").read_text(encoding="utf-8"))
+    clause = next(c for c in written["clauses"] if c["id"] == template.id)
+    assert clause["trigger"]["regex"] == template.trigger.regex

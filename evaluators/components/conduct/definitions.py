@@ -78,6 +78,9 @@ def describe(cond: ClauseCondition) -> str:
         parts.append("any tool call" if "*" in cond.tool_names else f"a call to {', '.join(cond.tool_names)}")
     if cond.attribute_present:
         parts.append(f"attribute {' or '.join(cond.attribute_present)} present")
+    for key, values in cond.attribute_equals.items():
+        wanted = values if isinstance(values, tuple | list) else (values,)
+        parts.append(f"{key} == {' or '.join(map(str, wanted))}")
     return " or ".join(parts) if parts else "judged by a model"
 
 
