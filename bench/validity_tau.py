@@ -192,10 +192,12 @@ def main() -> int:
     store = prepare(args.workdir, config=args.config)
     convs, flags = collect_flags(store)
     rows = evaluate(convs, flags, boot=args.boot)
-    silent = sorted(n for n, (_, s) in flags.items() if not any(v for v in s.values()))
+    silent = sorted(n for n, (_, s) in flags.items() if not any(v for v in s.values()) and
+                    any(v is not None for v in s.values()))
+    uncollected = sorted(n for n, (_, s) in flags.items() if all(v is None for v in s.values()))
     if args.json:
         print(json.dumps({"conversations": len(convs), "failed": sum(bool(c["failed"]) for c in convs.values()),
-                          "rows": rows, "never_fired": silent}, indent=2))
+                          "rows": rows, "never_fired": silent, "not_collected": uncollected}, indent=2))
     else:
         failed = sum(bool(c["failed"]) for c in convs.values())
         print(f"{len(convs)} conversations, {failed} failed (reward < 1), "
@@ -207,7 +209,10 @@ def main() -> int:
                   f"{_fmt(r['failed_when_flagged']):>12} {_fmt(r['auc']):>6} "
                   f"{_fmt(r['low'])}-{_fmt(r['high'])}{mark}")
         if silent:
-            print(f"never fired ({len(silent)}): {', '.join(silent)}")
+            print(f"collected, never flagged ({len(silent)}): {', '.join(silent)}")
+        if uncollected:
+            print(f"not collected on any conversation (model-judged; configure a model with --config) "
+                  f"({len(uncollected)}): {', '.join(uncollected)}")
     return 1 if any(r["points_other_way"] for r in rows) else 0
 
 
