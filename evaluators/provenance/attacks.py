@@ -71,31 +71,32 @@ def _plan(pack: KnowledgePack) -> tuple[tuple[tuple[str, LexiconPattern], ...], 
 def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
     """Flags for every injection pattern of `pack` found in `text`, ordered by position then pack order.
 
-    When two patterns match the very same range, only the first (in language then pack order) is kept.
+    A match lying within another's range is not flagged again ("evaluator" inside "Note to the evaluator:");
+    of two matches of the very same range, the first pattern's (in language then pack order) is kept.
     """
     if not text:
         return []
     norm = _norm.normalize(text, decode=True)
-    found: list[tuple[int, int, int, InjectionFlag]] = []
-    seen: set[tuple[int, int]] = set()
     entries, prefilter = _plan(pack)
+    matches: list[tuple[int, int, int]] = []
     for order, spans in prefilter.matches(norm.text):
-        language, entry = entries[order]
         for ms, me in spans:
-            if me <= ms or _quoted(norm.text, ms, me):
-                continue
-            start, end = norm.original_range(ms, me)
-            if (start, end) in seen:
-                continue
-            seen.add((start, end))
-            flag = InjectionFlag(
-                language=language,
-                pattern_id=entry.id,
-                pointer=EvidencePointer(unit_id=unit_id, field=field, start=start, end=end),
-                matched_text=text[start:end],
-            )
-            found.append((start, end, order, flag))
-    return [f for *_, f in sorted(found, key=lambda t: t[:3])]
+            if me > ms and not _quoted(norm.text, ms, me):
+                matches.append((*norm.original_range(ms, me), order))
+    kept: list[tuple[int, int, int]] = []
+    for start, end, order in sorted(matches, key=lambda m: (m[0], -m[1], m[2])):  # outer ranges first
+        if not any(s <= start and end <= e for s, e, _ in kept):
+            kept.append((start, end, order))
+    flags: list[InjectionFlag] = []
+    for start, end, order in sorted(kept):
+        language, entry = entries[order]
+        flags.append(InjectionFlag(
+            language=language,
+            pattern_id=entry.id,
+            pointer=EvidencePointer(unit_id=unit_id, field=field, start=start, end=end),
+            matched_text=text[start:end],
+        ))
+    return flags
 
 
 def scan_turn(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
