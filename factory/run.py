@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.model import Conversation, EvidencePointer, Turn
 from evaluators.collect.reasons import retry_later
+from evaluators.provenance import ProvenanceRecord
 from evaluators.core import (
     AtomicDatum,
     ComponentSpec,
@@ -119,6 +120,13 @@ def _epoch(t: datetime | None) -> float | None:
     return t.timestamp() if t is not None else None
 
 
+def injection_pointers(store: Store) -> dict[str, tuple[EvidencePointer, ...]]:
+    """Turn id -> where provenance flagged text addressed to an evaluator in it (stored at ingest), so that every
+    prompt showing that text marks it as flagged."""
+    rows = store.con.execute("SELECT turn_id, record FROM provenance WHERE injections > 0").fetchall()
+    return {tid: tuple(f.pointer for f in ProvenanceRecord.model_validate_json(rec).injections) for tid, rec in rows}
+
+
 def definitions_by_layer(
     specs: Sequence[ComponentSpec], pack: KnowledgePack,
 ) -> dict[Layer, dict[str, list[DataDefinition]]]:
@@ -169,6 +177,7 @@ class Runner:
         for i, d in self.by_id.items():
             by_component.setdefault(self.component_of[i], []).append(d)
         self.sources = current_sources(store)
+        self.injections = injection_pointers(store)
         self.horizon = _epoch(store.horizon())
         self.traces = TracesState(sources=self.sources, window_days=pack.thresholds.window_days)
         self.graph = build_graph(
@@ -235,28 +244,33 @@ class Runner:
             "analysed": analysed, "run_id": self.run_id,
         })
 
+    def _flags(self, turns: Iterable[Turn]) -> tuple[EvidencePointer, ...]:
+        return tuple(p for t in turns for p in self.injections.get(t.id, ()))
+
     async def _turn(self, defs: _Defs, key: str, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by Provenance only; everything else reads real traffic.
         only = None if real else {s.name for s in self.specs if s.all_segments}
-        if await self._collect(defs, turn.id, "trace", turn, only=only):
+        flags = self._flags((turn,))
+        if await self._collect(defs, turn.id, "trace", turn, only=only, injections=flags):
             self._unit(turn.id, "trace", user_key=key, user=turn.user_id, conv=turn.conversation_id,
                        index=turn.index, start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
         if not real or not defs["span"]:
             return
         for span in turn.spans:
-            if await self._collect(defs, span.id, "span", SpanView(span=span, turn=turn)):
+            if await self._collect(defs, span.id, "span", SpanView(span=span, turn=turn), injections=flags):
                 self._unit(span.id, "span", user_key=key, user=turn.user_id, conv=turn.conversation_id,
                            index=turn.index, start=span.start, end=span.end, mode=turn.mode)
 
     async def _conversation(self, defs: _Defs, key: str, conv: Conversation, view: EngagementView) -> None:
-        if await self._collect(defs, conv.id, "conversation", conv, context=view):
+        if await self._collect(defs, conv.id, "conversation", conv, context=view, injections=self._flags(conv.turns)):
             first = conv.turns[0] if conv.turns else None
             self._unit(conv.id, "conversation", user_key=key, user=conv.user_id, conv=conv.id, index=0,
                        start=conv.start, end=conv.end, mode=first.mode if first else None)
 
     async def _engagement(self, defs: _Defs, key: str, view: EngagementView) -> None:
         eng = view.engagement
-        if await self._collect(defs, eng.id, "engagement", view):
+        flags = self._flags(t for conv in view.conversations for t in conv.turns)
+        if await self._collect(defs, eng.id, "engagement", view, injections=flags):
             self._unit(eng.id, "engagement", user_key=key, user=eng.user_id, conv=None, index=0,
                        start=eng.window_start, end=eng.window_end, mode=None)
 

@@ -2,8 +2,14 @@
 
 A turn whose request, answer or span text tells the grader to ignore its instructions or to mark the turn as
 passed would bias every evaluator that reads it, so provenance flags it and the turn is isolated. Matching
-runs on normalized text (`normalize`) so full-width, upper-case and zero-width variants are caught; every
-flag's evidence pointer cites the original text, and `matched_text` is exactly that slice.
+runs on decoded, normalized text (`normalize(..., decode=True)`): JSON escapes in tool results, HTML entities,
+full-width, zero-width and look-alike variants are all read as what they show. Every flag's evidence pointer
+cites the original text, and `matched_text` is exactly that slice. A match wholly inside quotation marks is a
+mention, not an order ("what does 'ignore previous instructions' mean?"); the JSON double quote does not count,
+since a tool result's own strings are quoted with it.
+
+The scan runs on every text of real traffic; `prefilter.Prefilter` finds the same matches as running every
+pattern over every text, at a fraction of the cost.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ from pydantic import BaseModel, ConfigDict
 
 from adapters.model import EvidencePointer, Turn
 from evaluators.provenance import normalize as _norm
-from knowledge_packs import KnowledgePack, compile_pattern
+from evaluators.provenance.prefilter import Prefilter
+from knowledge_packs import KnowledgePack, LexiconPattern
 
-VERSION = f"1+norm{_norm.VERSION}"
-"""Version of the injection scan, including the text normalization it matches on."""
+VERSION = f"2+norm{_norm.VERSION}+decode{_norm.DECODE_VERSION}"
+"""Version of the injection scan, including the text normalization and decoding it matches on."""
 
 
 class InjectionFlag(BaseModel):
@@ -35,37 +42,61 @@ class InjectionFlag(BaseModel):
     """Version of the scan that raised the flag."""
 
 
+# ---- the scan --------------------------------------------------------------------------------------------
+
+_QUOTES = {"'": "'", "‘": "’", "“": "”", "「": "」", "『": "』", "«": "»", "‹": "›"}
+
+
+def _quoted(text: str, start: int, end: int) -> bool:
+    """True when text[start:end] is exactly the content of a pair of quotation marks."""
+    return 0 < start and end < len(text) and _QUOTES.get(text[start - 1]) == text[end]
+
+
+_PLANS: dict[str, tuple[tuple[tuple[str, LexiconPattern], ...], Prefilter]] = {}
+
+
+def _plan(pack: KnowledgePack) -> tuple[tuple[tuple[str, LexiconPattern], ...], Prefilter]:
+    """The pack's injection patterns in scan order (language, then pack order) and their prefilter."""
+    key = pack.digest()
+    plan = _PLANS.get(key)
+    if plan is None:
+        entries = tuple((lang, e) for lang in sorted(pack.lexicons) for e in pack.lexicons[lang].injection)
+        plan = (entries, Prefilter([e.pattern for _, e in entries]))
+        if len(_PLANS) > 16:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
 def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
     """Flags for every injection pattern of `pack` found in `text`, ordered by position then pack order.
 
-    When two patterns match the very same range, only the first (in language then pack order) is kept.
+    A match lying within another's range is not flagged again ("evaluator" inside "Note to the evaluator:");
+    of two matches of the very same range, the first pattern's (in language then pack order) is kept.
     """
     if not text:
         return []
-    norm = _norm.normalize(text)
-    if pack.injection_prefilter().search(norm.text) is None:
-        return []
-    found: list[tuple[int, int, int, InjectionFlag]] = []
-    seen: set[tuple[int, int]] = set()
-    order = 0
-    for language in sorted(pack.lexicons):
-        for entry in pack.lexicons[language].injection:
-            for m in compile_pattern(entry.pattern).finditer(norm.text):
-                if m.end() <= m.start():
-                    continue
-                start, end = norm.original_range(m.start(), m.end())
-                order += 1
-                if (start, end) in seen:
-                    continue
-                seen.add((start, end))
-                flag = InjectionFlag(
-                    language=language,
-                    pattern_id=entry.id,
-                    pointer=EvidencePointer(unit_id=unit_id, field=field, start=start, end=end),
-                    matched_text=text[start:end],
-                )
-                found.append((start, end, order, flag))
-    return [f for *_, f in sorted(found, key=lambda t: t[:3])]
+    norm = _norm.normalize(text, decode=True)
+    entries, prefilter = _plan(pack)
+    matches: list[tuple[int, int, int]] = []
+    for order, spans in prefilter.matches(norm.text):
+        for ms, me in spans:
+            if me > ms and not _quoted(norm.text, ms, me):
+                matches.append((*norm.original_range(ms, me), order))
+    kept: list[tuple[int, int, int]] = []
+    for start, end, order in sorted(matches, key=lambda m: (m[0], -m[1], m[2])):  # outer ranges first
+        if not any(s <= start and end <= e for s, e, _ in kept):
+            kept.append((start, end, order))
+    flags: list[InjectionFlag] = []
+    for start, end, order in sorted(kept):
+        language, entry = entries[order]
+        flags.append(InjectionFlag(
+            language=language,
+            pattern_id=entry.id,
+            pointer=EvidencePointer(unit_id=unit_id, field=field, start=start, end=end),
+            matched_text=text[start:end],
+        ))
+    return flags
 
 
 def scan_turn(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
