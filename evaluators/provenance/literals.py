@@ -16,6 +16,7 @@ character. They only make matching cheaper; they never decide a result.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 try:
     from re import _constants as _C  # type: ignore[attr-defined]
@@ -47,22 +48,32 @@ def raw(literal: str) -> str:
     return literal.replace(B, "")
 
 
+@lru_cache(maxsize=8192)
+def raw_set(literals: frozenset[str]) -> tuple[str, ...]:
+    """The literals without their boundary marks."""
+    return tuple({raw(x) for x in literals})
+
+
 def _length(x: str) -> int:
     # Past a few characters (fewer for CJK) a longer literal is hardly rarer, and a set of many long ones (the
     # product of two alternations) costs more to look for than it saves.
     r = raw(x)
-    return 1 if r in _COMMON else min(len(r), 5 if r.isascii() else 3)
+    return 1 if r in _COMMON else min(len(r), 5 if r.isascii() else 2)
 
 
-def _score(s: frozenset[str]) -> tuple[int, int, int]:
-    """Higher is more selective: longer shortest literal, more boundary marks, fewer literals."""
-    return min(map(_length, s)), min(x.count(B) for x in s), -len(s)
+@lru_cache(maxsize=65536)
+def _score(s: frozenset[str]) -> tuple[bool, int, int, int]:
+    """Higher is more selective: worth looking for at all, longer shortest literal, more boundary marks, fewer
+    literals."""
+    return _selective(s), min(map(_length, s)), min(x.count(B) for x in s), -len(s)
 
 
+@lru_cache(maxsize=65536)
 def _useful(s: _Set) -> bool:
     return bool(s) and min(len(raw(x)) for x in s) >= 2  # type: ignore[union-attr]
 
 
+@lru_cache(maxsize=65536)
 def _selective(s: frozenset[str]) -> bool:
     return all(raw(x) not in _COMMON and len(raw(x)) >= (3 if x.isascii() else 2) for x in s)
 
@@ -153,8 +164,10 @@ def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:
 
 
 def _conjunction(items: list[tuple[object, object]]) -> tuple[frozenset[str], ...]:
+    """The most selective set (the anchor), then up to three small ones (cheap to check)."""
     _, sets = _sets(items)
-    return tuple(sorted({x for x in sets if _selective(x)}, key=_score, reverse=True)[:4])
+    ranked = sorted({x for x in sets if _selective(x)}, key=_score, reverse=True)
+    return tuple(ranked[:1] + [x for x in ranked[1:] if len(x) <= 32][:3])
 
 
 def _alternatives(items: list[tuple[object, object]]) -> list[tuple[frozenset[str], ...]] | None:
@@ -164,17 +177,17 @@ def _alternatives(items: list[tuple[object, object]]) -> list[tuple[frozenset[st
     # last: it is put back into each.
     if items and items[-1][0] is _C.BRANCH and all(op in (_C.AT, _C.ASSERT, _C.ASSERT_NOT) for op, _ in items[:-1]):
         conjs = [_conjunction(items[:-1] + list(alt)) for alt in items[-1][1][1]]  # type: ignore[index]
-        return conjs if all(conjs) else None
+        return conjs if any(conjs) else None
     conj = _conjunction(items)
     return [conj] if conj else None
 
 
 def required_literals(pattern: str) -> Needs | None:
     """What a text must hold for `pattern` (case-insensitive) to match in it: for some alternative (one per
-    top-level `|`, or a single one), one string of each of its sets.
+    top-level `|`, or a single one), one string of each of its sets. An alternative with no set (`()`) needs
+    nothing selective: it must be tried on every text.
 
-    None when some alternative needs no selective literal (or the regex cannot be analysed): the pattern must
-    then be tried on every text.
+    None when no alternative needs anything (or the regex cannot be analysed).
     """
     if _P is None:  # pragma: no cover
         return None

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
-from evaluators.provenance.literals import B, Needs, first_chars, raw, required_literals
+from evaluators.provenance.literals import B, Needs, first_chars, raw, raw_set, required_literals
 from knowledge_packs import compile_pattern
 
 WINDOW_MIN = 4000
@@ -94,16 +93,27 @@ def top_alternatives(pattern: str) -> list[str]:
     return [head + part + tail for part in parts]
 
 
-@dataclass(frozen=True)
 class _Alt:
-    """One alternative of one pattern: how to match it and what it needs."""
+    """One alternative of one pattern: what it needs, and its regex (compiled the first time it is tried)."""
 
-    regex: re.Pattern[str]
-    group: int  # the group holding the match (1 when accelerated, else 0)
-    needs: Needs | None  # any of these conjunctions must hold; None: always tried
+    __slots__ = ("source", "needs", "_compiled")
+
+    def __init__(self, source: str, needs: Needs | None) -> None:
+        self.source = source
+        self.needs = needs  # any of these conjunctions must hold; None: always tried
+        self._compiled: tuple[re.Pattern[str], int] | None = None
+
+    def search(self, text: str, start: int, end: int) -> tuple[int, int] | None:
+        """The span of the leftmost match in text[start:end], as the pattern alternative itself would find it."""
+        if self._compiled is None:
+            self._compiled = _compile(self.source)
+        rx, group = self._compiled
+        m = rx.search(text, start, end)
+        return m.span(group) if m is not None else None
 
 
 def _compile(part: str) -> tuple[re.Pattern[str], int]:
+    """The accelerated regex of a part and the group holding its match, or the plain regex and group 0."""
     chars = first_chars(part)
     if chars:
         try:
@@ -115,14 +125,12 @@ def _compile(part: str) -> tuple[re.Pattern[str], int]:
 
 def _alternatives(pattern: str) -> list[_Alt]:
     needs = required_literals(pattern)
-    try:
-        parts = top_alternatives(pattern)
-        compiled = [_compile(p) for p in parts]
-    except re.error:  # the split went wrong: match the pattern whole
-        parts, compiled = [pattern], [(compile_pattern(pattern), 0)]
+    parts = top_alternatives(pattern)
     if needs is not None and len(needs) == len(parts):  # aligned: each alternative its own needs
-        return [_Alt(rx, g, (conj,)) for (rx, g), conj in zip(compiled, needs, strict=True)]
-    return [_Alt(rx, g, needs) for rx, g in compiled]
+        return [_Alt(part, (conj,) if conj else None) for part, conj in zip(parts, needs, strict=True)]
+    if needs is not None and not all(needs):  # some alternative needs nothing: so does the whole
+        needs = None
+    return [_Alt(part, needs) for part in parts]
 
 
 def _trie_regex(words: set[str]) -> str:
@@ -192,8 +200,9 @@ class Prefilter:
                     for lit in conj[0]:
                         self.by_anchor.setdefault(lit, set()).add((i, k))
 
-    def _found(self, low: str) -> dict[str, list[int]]:
-        """Anchor -> its positions in lower-cased `low` (with its boundary marks satisfied)."""
+    def _found(self, low: str, *, positions: bool) -> dict[str, list[int]]:
+        """Anchor -> its positions in lower-cased `low` (with its boundary marks satisfied); without `positions`,
+        the non-ASCII anchors map to no position (only whether they occur is needed)."""
         found: dict[str, list[int]] = {}
         if self.finder is not None:
             m = self.finder.search(low)
@@ -208,7 +217,9 @@ class Prefilter:
             for pair in pairs & self.by_pair.keys():
                 for lit, r in self.by_pair[pair]:
                     at = low.find(r)
-                    while at >= 0:
+                    if at >= 0 and not positions:
+                        found[lit] = []
+                    while at >= 0 and positions:
                         found.setdefault(lit, []).append(at)
                         at = low.find(r, at + 1)
         return found
@@ -218,14 +229,14 @@ class Prefilter:
         low = text.lower()
         if "ı" in low:  # IGNORECASE matches the dotless i with i; lower() keeps it
             low = low.replace("ı", "i")
-        found = self._found(low)
         long = len(text) > WINDOW_MIN and len(low) == len(text)
+        found = self._found(low, positions=long)
         memo: dict[frozenset[str], bool] = {}
 
         def present(lits: frozenset[str]) -> bool:  # a non-anchor set: raw presence anywhere in the text
             hit = memo.get(lits)
             if hit is None:
-                hit = memo[lits] = any(raw(x) in low for x in lits)
+                hit = memo[lits] = any(x in low for x in raw_set(lits))
             return hit
 
         tried = self.always.union(*(self.by_anchor[lit] for lit in found if lit in self.by_anchor))
@@ -266,9 +277,9 @@ def _windows(found: dict[str, list[int]], anchors: list[frozenset[str]]) -> list
 def _next(alt: _Alt, text: str, ranges: list[tuple[int, int]], pos: int) -> tuple[int, int] | None:
     for a, b in ranges:
         if b > pos:
-            m = alt.regex.search(text, max(a, pos), min(b, len(text)))
-            if m is not None:
-                return m.span(alt.group)
+            span = alt.search(text, max(a, pos), min(b, len(text)))
+            if span is not None:
+                return span
     return None
 
 
