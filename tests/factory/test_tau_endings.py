@@ -17,11 +17,6 @@ from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F40
 OUTCOMES = {"smooth", "struggled", "blocked", "censored"}
 
 
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG", "AGENT_FACTORY_API_BASE"):
-        monkeypatch.delenv(var, raising=False)
-
-
 @pytest.fixture(scope="module")
 def tau() -> list[dict]:
     return json.loads(shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json").read_text())
@@ -33,9 +28,8 @@ def _transfers(record: dict) -> bool:
 
 
 @pytest.mark.realdata
-def test_hand_offs_and_closing_messages(tau: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    _clean_env(monkeypatch)
-    monkeypatch.chdir(tmp_path)
+def test_hand_offs_and_closing_messages(tau: list[dict], no_model: Path) -> None:
+    tmp_path = no_model
     store = tmp_path / "s.duckdb"
     runner = CliRunner()
     src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
@@ -76,13 +70,9 @@ def test_hand_offs_and_closing_messages(tau: list[dict], tmp_path: Path, monkeyp
 
 @pytest.mark.realdata
 def test_every_session_has_an_outcome_with_a_model(
-    tau: list[dict], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAIServer,  # noqa: F811
+    tau: list[dict], model_env: Path, fake_openai: FakeOpenAIServer,  # noqa: F811
 ) -> None:
-    _clean_env(monkeypatch)
-    monkeypatch.chdir(tmp_path)
-    for k, v in {"AGENT_FACTORY_SMALL_MODEL": "openai/fake-small", "AGENT_FACTORY_API_BASE": fake_openai.base_url,
-                 "OPENAI_API_KEY": "test", "AGENT_FACTORY_JURY": ""}.items():
-        monkeypatch.setenv(k, v)
+    tmp_path = model_env
     # A slice with hand-offs, closed sessions and the rest, to keep the model path quick.
     picked = [r for r in tau if _transfers(r)][:6] + [r for r in tau if not _transfers(r)][:10]
     src = tmp_path / "tau_slice.json"

@@ -29,16 +29,6 @@ def _ok(*args: str) -> dict:
     return json.loads(res.stdout)
 
 
-@pytest.fixture
-def model_env(tmp_path: Path, fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
-    monkeypatch.chdir(tmp_path)
-    for k, v in {"AGENT_FACTORY_SMALL_MODEL": "openai/fake-small", "AGENT_FACTORY_API_BASE": fake_openai.base_url,
-                 "OPENAI_API_KEY": "test", "AGENT_FACTORY_JURY": ""}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AGENT_FACTORY_CONFIG", raising=False)
-    return tmp_path
-
-
 def test_an_approved_template_edit_is_what_renders(model_env: Path, fake_openai: FakeOpenAIServer) -> None:  # noqa: F811
     simulate(SimConfig(users=4, seed=3), model_env / "sim")
     store = model_env / "store.duckdb"
@@ -94,10 +84,8 @@ def test_a_locked_store_is_one_line_and_exit_1(tmp_path: Path) -> None:
         pass
 
 
-def test_a_suite_of_another_pack_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
+def test_a_suite_of_another_pack_is_refused(no_model: Path) -> None:
+    tmp_path = no_model
     simulate(SimConfig(users=3, seed=2), tmp_path / "sim")
     store = tmp_path / "store.duckdb"
     _ok("ingest", str(tmp_path / "sim"), "--store", str(store), "--pack", "default")
@@ -111,10 +99,8 @@ def test_a_suite_of_another_pack_is_refused(tmp_path: Path, monkeypatch: pytest.
         assert st.con.execute("SELECT count(*) FROM results").fetchone()[0] == 0
 
 
-def test_excluded_share_counts_every_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
+def test_excluded_share_counts_every_turn(no_model: Path) -> None:
+    tmp_path = no_model
     simulate(SimConfig(users=30, seed=4), tmp_path / "sim")
     store = tmp_path / "store.duckdb"
     _ok("ingest", str(tmp_path / "sim"), "--store", str(store), "--pack", "business_analysis")
