@@ -11,12 +11,16 @@ with the span ids), so coverage can tell a reader where the text came from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from adapters.base import Quarantine
-from adapters.model import DeliveryState, Span, Turn
-from adapters.otel.messages import last_user_text, reply_text
+from adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
+from adapters.otel.messages import (
+    indexed_messages, last_user_text, maybe_json, model_messages, part_text, reply_text,
+)
+from adapters.otel.toolcalls import attach_tool_calls
 
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
 """Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
@@ -28,13 +32,12 @@ DELIVERY_KEYS = ("agent.delivery", "delivery.status")
 """Span attributes that state the delivery outcome explicitly (values of `DeliveryState`)."""
 REQUEST_KEYS = ("agent.request", "gen_ai.prompt.user")
 """Span attributes carrying the user's request text when the root span's input is not it."""
+INDEX_KEYS = ("session.turn_index", "turn.index", "gen_ai.conversation.turn_index")
+"""Span attributes giving the turn's position in its conversation; without one, start order decides
+(factory.units numbers a conversation's turns when the source did not)."""
 TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens"}
 """Finish reasons that mean the answer was cut off."""
 
-COMPLETE_WITHOUT = "coverage.complete_without"
-"""Unit attribute by which an adapter declares the text fields a complete record of the unit may lack: a
-list of `request` / `answer` on a turn, `input` / `output` on a span (an assistant message that only calls
-tools has no text, and that is the whole message). Coverage reads it (evaluators.provenance.coverage)."""
 REQUEST_SOURCE, REQUEST_SPAN = "request_source", "request_span_id"
 """Turn attributes saying where the request was taken from when not from the root span, and from which span."""
 ANSWER_SOURCE, ANSWER_SPAN = "answer_source", "answer_span_id"
@@ -45,10 +48,12 @@ LLM_INPUT, LLM_OUTPUT = "llm_input", "llm_output"
 _DELIVERY_VALUES: set[str] = {"delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"}
 
 
-def check_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list[Quarantine]]:
-    """Drop spans that break the tree: duplicate ids, parents that are missing (orphans) or cyclic.
+def split_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list[Quarantine], list[Span]]:
+    """Split a trace into the spans that form a forest, the defects, and the orphans.
 
-    A span whose parent was dropped is dropped too (it became an orphan), so what remains is a forest.
+    Duplicate ids and parent cycles are defects (quarantined). A span whose parent is not among `spans` is an
+    orphan, and so is every span below it: its parent may still arrive (a rotating exporter, a second file), so
+    orphans are returned for the caller to keep, not rejected.
     """
     bad: list[Quarantine] = []
     by_id: dict[str, Span] = {}
@@ -72,16 +77,30 @@ def check_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list
         bad.append(_q(source, by_id[sid], "parent_span_id", f"parent cycle through span {sid!r}"))
         del by_id[sid]
     # Orphans, repeated until stable because removing a span can orphan its children.
+    orphaned: set[str] = set()
     changed = True
     while changed:
         changed = False
         for sid, s in list(by_id.items()):
             if s.parent_id is not None and s.parent_id not in by_id:
-                bad.append(_q(source, s, "parent_span_id",
-                              f"parent {s.parent_id!r} is not a span of trace {s.trace_id!r} (orphan)"))
+                orphaned.add(sid)
                 del by_id[sid]
                 changed = True
     kept = [s for s in spans if by_id.get(s.id) is s]
+    orphans = [s for s in spans if s.id in orphaned and s.id not in by_id]
+    seen_ids: set[str] = set()
+    orphans = [s for s in orphans if not (s.id in seen_ids or seen_ids.add(s.id))]
+    return kept, bad, orphans
+
+
+def check_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list[Quarantine]]:
+    """Drop spans that break the tree: duplicate ids, parents that are missing (orphans) or cyclic.
+
+    A span whose parent was dropped is dropped too (it became an orphan), so what remains is a forest.
+    """
+    kept, bad, orphans = split_trace(spans, source=source)
+    bad += [_q(source, s, "parent_span_id", f"parent {s.parent_id!r} is not a span of trace {s.trace_id!r} (orphan)")
+            for s in orphans]
     return kept, bad
 
 
@@ -105,10 +124,42 @@ def roots_first(spans: Sequence[Span]) -> list[Span]:
     return roots + [s for s in spans if s.parent_id is not None]
 
 
+FINISH_KEYS = ("gen_ai.response.finish_reasons", "finish_reason", "llm.finish_reason", "ai.response.finishReason",
+               "gen_ai.response.finish_reason")
+"""Span attributes carrying a model call's finish reason(s)."""
+USAGE, SYSTEM_SHA, SYSTEM_CHARS = "tokens", "system_prompt_sha256", "system_prompt_chars"
+"""Turn attributes: the turn's token usage counted once (`{"input", "output", "total", "counted"}`), and the
+system prompt's digest and length (the text stays on the span that carried it)."""
+SYSTEM_KEYS = ("gen_ai.system_instructions", "llm.system", "gen_ai.system_prompt")
+"""Span attributes holding the system prompt / instructions as such."""
+
+
+def finish_reasons(span: Span) -> list[str]:
+    """A model call's finish reasons: its attributes, else those of its output messages or response body."""
+    for k in FINISH_KEYS:
+        v = span.attributes.get(k)
+        if v not in (None, "", []):
+            v = maybe_json(v)
+            return [str(x) for x in (v if isinstance(v, list) else [v]) if x is not None]
+    found: list[str] = []
+    for key in ("gen_ai.output.messages", "output.value"):
+        v = maybe_json(span.attributes.get(key))
+        items = v.get("choices") if isinstance(v, Mapping) else v
+        for m in items if isinstance(items, list) else []:
+            if isinstance(m, Mapping) and isinstance(m.get("finish_reason"), str):
+                found.append(m["finish_reason"])
+        if found:
+            return found
+    for fields in indexed_messages(span.attributes, "llm.output_messages"):
+        if isinstance(fields.get("message.finish_reason"), str):
+            found.append(fields["message.finish_reason"])
+    return found
+
+
 def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span],
                 answer_span: Span | None = None) -> DeliveryState:
-    """Delivery state: explicit attribute if any, else error status, cut-off finish reason (of the root, or of
-    the span the answer was taken from), empty answer."""
+    """Delivery state: explicit attribute if any, else error status of the root, a cut-off finish reason (of
+    the root, the span the answer was taken from, or the last model call), empty answer."""
     explicit = first_attr(spans, DELIVERY_KEYS)
     if isinstance(explicit, str) and explicit in _DELIVERY_VALUES:
         return explicit  # type: ignore[return-value]
@@ -116,12 +167,9 @@ def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span],
         return "unknown"
     if root.status == "error":
         return "failed_error"
-    for s in (root, answer_span):
-        if s is None:
-            continue
-        finish = s.attributes.get("gen_ai.response.finish_reasons") or s.attributes.get("finish_reason")
-        finishes = finish if isinstance(finish, list) else [finish]
-        if any(str(f) in TRUNCATION_FINISH for f in finishes if f is not None):
+    last = _llm_spans(spans, by="end")
+    for s in (root, answer_span, last[-1] if last else None):
+        if s is not None and any(f in TRUNCATION_FINISH for f in finish_reasons(s)):
             return "failed_truncated"
     if answer is None:
         return "unknown"
@@ -130,10 +178,73 @@ def delivery_of(root: Span | None, answer: str | None, spans: Sequence[Span],
     return "delivered"
 
 
+def turn_usage(spans: Sequence[Span]) -> dict[str, Any] | None:
+    """The turn's tokens counted once: the sum over its model calls when any reports usage, else what an agent
+    span reports for the whole run (pydantic-ai's aggregate, a root that sums its children); never both."""
+    llm = [s.tokens for s in spans if s.kind == "llm" and s.tokens is not None]
+    counted = "llm_spans"
+    if not llm:
+        top = [s for s in roots_first(spans) if s.tokens is not None and s.parent_id is None]
+        llm, counted = ([top[0].tokens] if top and top[0].tokens is not None else []), "agent_span"
+    if not llm:
+        return None
+
+    def total(key: str) -> int | None:
+        vals = [getattr(t, key) for t in llm]
+        return None if all(v is None for v in vals) else sum(v or 0 for v in vals)
+
+    return {"input": total("input"), "output": total("output"), "total": total("total"), "counted": counted}
+
+
+def system_prompt(spans: Sequence[Span]) -> str | None:
+    """The system prompt: an instructions attribute on any span, else the first model call's system messages."""
+    v = first_attr(roots_first(spans), SYSTEM_KEYS)
+    if v is not None:
+        v = maybe_json(v)
+        if isinstance(v, list):  # GenAI: a list of parts
+            return "\n".join(t for t in (part_text(p) for p in v) if t) or None
+        return str(v)
+    for s in _llm_spans(spans, by="start"):
+        texts = [t for role, t in model_messages(s.attributes, s.input, side="input")
+                 if role in ("system", "developer") and t]
+        if texts:
+            return "\n".join(texts)
+    return None
+
+
+def turn_attributes(root: Span | None, spans: Sequence[Span]) -> dict[str, Any]:
+    """Turn-level attributes every assembled turn carries: the root's own, usage and the system prompt's digest."""
+    attrs = dict(root.attributes) if root is not None else {}
+    usage = turn_usage(spans)
+    if usage is not None:
+        attrs[USAGE] = usage
+    prompt = system_prompt(spans)
+    if prompt is not None:
+        attrs[SYSTEM_SHA] = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
+        attrs[SYSTEM_CHARS] = len(prompt)
+    return attrs
+
+
+def root_request(root: Span) -> str | None:
+    """The user's request from a root span: its last user message when the input is a message list, else
+    the input as recorded (an agent span's input is the request itself)."""
+    if root.input is None:
+        return None
+    return last_user_text(root.attributes, root.input) or root.input
+
+
+def root_answer(root: Span) -> str | None:
+    """The answer from a root span: the reply text when the output is a message list or response, else as is."""
+    if root.output is None:
+        return None
+    return reply_text(root.attributes, root.output)
+
+
 def assemble_turn(spans: Sequence[Span]) -> Turn:
     """Build the Turn of one (already checked) trace from its spans."""
     if not spans:
         raise ValueError("assemble_turn needs at least one span")
+    spans = attach_tool_calls(spans)
     ordered = roots_first(spans)
     root = ordered[0] if ordered[0].parent_id is None else None
     trace_id = spans[0].trace_id
@@ -147,9 +258,9 @@ def assemble_turn(spans: Sequence[Span]) -> Turn:
         latency = root.duration_ms if root is not None else None
     request = first_attr(ordered, REQUEST_KEYS)
     if request is None and root is not None:
-        request = root.input
-    answer = root.output if root is not None else None
-    attrs = dict(root.attributes) if root is not None else {}
+        request = root_request(root)
+    answer = root_answer(root) if root is not None else None
+    attrs = turn_attributes(root, spans)
     answer_span = None
     # Only an empty root hands the turn to its model calls: a root that holds the request but no answer
     # (it failed) says the answer never came, and a model call's reply must not stand in for it.
@@ -165,7 +276,7 @@ def assemble_turn(spans: Sequence[Span]) -> Turn:
     mode = first_attr(ordered, MODE_KEYS)
     user = first_attr(ordered, USER_KEYS)
     session = first_attr(ordered, SESSION_KEYS)
-    index = first_attr(ordered, ("session.turn_index", "turn.index"))
+    index = first_attr(ordered, INDEX_KEYS)
     return Turn(
         id=trace_id,
         conversation_id=str(session) if session is not None else trace_id,

@@ -29,6 +29,10 @@ reply (a goodbye, a simulator's stop token), which ends the session and is no tu
 FAILED_STATES: frozenset[str] = frozenset({"failed_empty", "failed_error", "failed_truncated"})
 """Delivery states that are failures: the answer did not reach the user."""
 
+COMPLETE_WITHOUT = "coverage.complete_without"
+"""Unit attribute by which an adapter declares the text fields a complete record of the unit may lack: a
+list of `request` / `answer` on a turn, `input` / `output` on a span (an assistant message that only calls
+tools has no text, and that is the whole message). Coverage reads it (evaluators.provenance.coverage)."""
 TextField = Literal["request", "answer", "input", "output", "error"]
 """Fields of a unit that evidence pointers may cite."""
 

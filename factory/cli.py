@@ -171,6 +171,10 @@ def ingest(
             f"from {len(report.files)} file(s)" + (f"; {skipped} already ingested, unchanged" if skipped else "")
             + (f"; {cut} field(s) cut to {max_field_chars} characters" if cut else "") + f" -> {store}"
         )
+        if report.pending_spans:
+            err.print(f"{report.pending_spans} span(s) of {report.pending_traces} trace(s) wait for their parent span "
+                      "(kept; joined to their trace when a file with the parent is ingested)",
+                      soft_wrap=True, markup=False)
     if report.quarantined and not report.accepted and not skipped:
         # No record of the input is in the store (none accepted now, none earlier): a failure, not a partial one.
         if not as_json:

@@ -11,7 +11,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +22,7 @@ import pyarrow as pa
 from adapters.exceptions import StoreError
 from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_MEMORY = "512MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 READ_MEMORY = "128MB"
@@ -52,6 +52,8 @@ SPAN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "tokens_total": ("BIGINT", pa.int64()),
     "attributes": ("VARCHAR", pa.string()),
     "source_id": ("VARCHAR", pa.string()),
+    # The turn the span belongs to: its trace's turn, or a turn of several client-only call traces.
+    "turn_id": ("VARCHAR", pa.string()),
 }
 TURN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "id": ("VARCHAR NOT NULL", pa.string()),
@@ -174,7 +176,7 @@ def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
 
 
-def span_row(span: Span, *, seq: int, source_id: str) -> dict[str, Any]:
+def span_row(span: Span, *, seq: int, source_id: str, turn_id: str | None = None) -> dict[str, Any]:
     t = span.tokens
     return {
         "trace_id": span.trace_id, "id": span.id, "parent_id": span.parent_id, "seq": seq, "kind": span.kind,
@@ -182,6 +184,7 @@ def span_row(span: Span, *, seq: int, source_id: str) -> dict[str, Any]:
         "error": span.error, "start_time": span.start, "end_time": span.end, "duration_ms": span.duration_ms,
         "model": span.model, "tokens_in": t.input if t else None, "tokens_out": t.output if t else None,
         "tokens_total": t.total if t else None, "attributes": dumps(span.attributes), "source_id": source_id,
+        "turn_id": turn_id,
     }
 
 
@@ -316,6 +319,11 @@ class Store:
         c = self.con
         c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
         c.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
+        found = self.get_meta("schema_version")
+        if found != str(SCHEMA_VERSION):
+            self.con.close()
+            raise StoreError(f"{self.path}: the store was written with schema v{found}, this version writes "
+                             f"v{SCHEMA_VERSION}; remove it (or pass another --store) and ingest again")
         c.execute(
             "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ,"
             " finished_at TIMESTAMPTZ, report VARCHAR)"
@@ -364,10 +372,10 @@ class Store:
         try:
             yield self.con
         except BaseException:
+            with suppress(duckdb.Error):  # the file's last step runs in a transaction; none may be open
+                self.con.rollback()
             self._drop_source_rows(source_id)
             raise
-        finally:
-            self.con.execute("DELETE FROM staged_spans WHERE source_id = ?", [source_id])
 
     def _drop_source_rows(self, source_id: str) -> None:
         if self.has_source(source_id):
@@ -384,6 +392,11 @@ class Store:
             ).fetchone()
             removed += int(n[0]) if n else 0
         return removed
+
+    def pending_spans(self) -> tuple[int, int]:
+        """Spans kept waiting for their parent span (orphans so far), and the traces they belong to."""
+        row = self.con.execute("SELECT count(*), count(DISTINCT trace_id) FROM staged_spans").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def record_source(
         self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
@@ -406,7 +419,7 @@ class Store:
         assert real is not None
         # Steps: spans below a turn's root(s); the root span stands for the turn itself.
         steps = c.execute(
-            "SELECT count(*) FROM spans s JOIN turns t ON s.trace_id = t.id"
+            "SELECT count(*) FROM spans s JOIN turns t ON s.turn_id = t.id"
             " WHERE t.segment = 'real' AND s.parent_id IS NOT NULL"
         ).fetchone()
         assert steps is not None
@@ -468,11 +481,11 @@ class Store:
             ids = [r["id"] for r in turn_rows]
             spans: dict[str, list[Span]] = {i: [] for i in ids}
             sc = self.con.cursor()
-            sc.execute("SELECT * FROM spans WHERE trace_id IN (SELECT unnest(?)) ORDER BY trace_id, seq", [ids])
+            sc.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [ids])
             snames = [d[0] for d in sc.description]
             for srow in sc.fetchall():
-                s = span_from_row(dict(zip(snames, srow, strict=True)))
-                spans[s.trace_id].append(s)
+                row = dict(zip(snames, srow, strict=True))
+                spans[row["turn_id"]].append(span_from_row(row))
             for r in turn_rows:
                 yield Turn(
                     id=r["id"], conversation_id=r["conversation_id"], user_id=r["user_id"], index=r["idx"],

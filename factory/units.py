@@ -57,6 +57,10 @@ def build_conversations(
             c = closing[cid]
             attrs = {**attrs, "closed_by_user": {"turn_id": c.id, "pattern": c.attributes.get("closing_pattern")}}
         ts.sort(key=lambda t: (t.index, t.start is None, t.start or _EPOCH))
+        if len({t.index for t in ts}) < len(ts):
+            # The source numbered no turns (OTel instrumentation emits no turn index: every turn is 0), so start
+            # order is the order; "the last turn" and "the turn before" must mean what they say.
+            ts = [t if t.index == k else t.model_copy(update={"index": k}) for k, t in enumerate(ts)]
         starts = [t.start for t in ts if t.start is not None]
         ends = [t.end or t.start for t in ts if (t.end or t.start) is not None]
         convs.append(Conversation(

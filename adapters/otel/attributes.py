@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from adapters.model import SpanKind, TokenUsage
-from adapters.otel.messages import render_indexed_genai, render_messages, render_openinference
+from adapters.otel.messages import message_pairs, render_indexed_genai, render_messages, render_openinference
 from adapters.otel.values import AttributeValueError
 
 OPENINFERENCE_KINDS: dict[str, SpanKind] = {
@@ -45,10 +45,13 @@ STEP_KEYS = ("agent.step", "step.type", "agent.step.type", "span.type")
 """Attributes naming the step type of a custom agent (e.g. `agent.step = thinking`)."""
 
 INPUT_TOKEN_KEYS = ("llm.token_count.prompt", "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens",
-                    "ai.usage.inputTokens", "ai.usage.promptTokens")
+                    "ai.usage.inputTokens", "ai.usage.promptTokens", "gen_ai.aggregated_usage.input_tokens")
 OUTPUT_TOKEN_KEYS = ("llm.token_count.completion", "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-                     "ai.usage.outputTokens", "ai.usage.completionTokens")
-TOTAL_TOKEN_KEYS = ("llm.token_count.total", "gen_ai.usage.total_tokens", "ai.usage.totalTokens", "ai.usage.tokens")
+                     "ai.usage.outputTokens", "ai.usage.completionTokens", "gen_ai.aggregated_usage.output_tokens")
+TOTAL_TOKEN_KEYS = ("llm.token_count.total", "gen_ai.usage.total_tokens", "ai.usage.totalTokens", "ai.usage.tokens",
+                    "gen_ai.aggregated_usage.total_tokens")
+"""Token count keys; pydantic-ai's `gen_ai.aggregated_usage.*` (an agent run's sum over its model calls) last,
+so a turn counts its tokens once (adapters.assemble.turn_usage)."""
 MODEL_KEYS = ("llm.model_name", "gen_ai.response.model", "ai.response.model", "gen_ai.request.model", "ai.model.id",
               "embedding.model_name")
 """Model name keys, most specific first (the model that answered before the one that was asked for)."""
@@ -221,12 +224,32 @@ def _verbatim(key: str) -> _Rule:
     return key, key, lambda a: _text(a.get(key))
 
 
+def _body(key: str, messages: str) -> _Rule:
+    # OpenInference puts the raw HTTP body in `input.value` / `output.value` (`*.mime_type` application/json)
+    # beside the structured messages; the body is text for no reader when the messages are there.
+    def text(a: Mapping[str, Any]) -> str | None:
+        mime = str(a.get(key.replace(".value", ".mime_type")) or "").lower()
+        if "json" in mime and any(k.startswith(messages) for k in a):
+            return None
+        return _text(a.get(key))
+    return key, key, text
+
+
+def _new_user_prompt(a: Mapping[str, Any]) -> str | None:
+    """pydantic-ai's agent run span: this run's user prompt, the first user text from `new_message_index`."""
+    pairs = message_pairs(a.get("pydantic_ai.all_messages"))
+    start = a.get("pydantic_ai.new_message_index")
+    start = start if isinstance(start, int) and 0 <= start <= len(pairs) else 0
+    return next((t for role, t in pairs[start:] if role in ("user", "human") and t), None)
+
+
 def _rendered(key: str) -> _Rule:
     return None, key, lambda a: render_messages(a.get(key)) if a.get(key) not in (None, "") else None
 
 
 _INPUT_RULES: tuple[_Rule, ...] = (
-    _verbatim("input.value"),
+    _body("input.value", "llm.input_messages."),
+    (None, "pydantic_ai.all_messages", _new_user_prompt),
     _rendered("gen_ai.input.messages"),
     (None, "llm.input_messages.", lambda a: render_openinference(a, "llm.input_messages")),
     _rendered("gen_ai.prompt"),
@@ -241,7 +264,8 @@ _INPUT_RULES: tuple[_Rule, ...] = (
     _verbatim("input"),
 )
 _OUTPUT_RULES: tuple[_Rule, ...] = (
-    _verbatim("output.value"),
+    _body("output.value", "llm.output_messages."),
+    _verbatim("final_result"),
     _rendered("gen_ai.output.messages"),
     (None, "llm.output_messages.", lambda a: render_openinference(a, "llm.output_messages")),
     _rendered("gen_ai.completion"),

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 _INDEXED = re.compile(r"^(\d+)\.(.+)$")
+_RESULT_TYPES = ("tool_call_response", "tool_result", "function_call_output", "tool-result")
 
 
 def _compact(value: Any) -> str:
@@ -23,7 +24,7 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _maybe_json(value: Any) -> Any:
+def maybe_json(value: Any) -> Any:
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("[", "{"):
@@ -85,12 +86,15 @@ def message_text(message: Any) -> str | None:
     body = "\n".join(p for p in pieces if p)
     if not body and role is None:
         return None
+    parts = [p for p in (message.get("parts") or []) if isinstance(p, Mapping)]
+    if role == "user" and parts and all(str(p.get("type", "")) in _RESULT_TYPES for p in parts):
+        role = "tool"  # pydantic-ai's format v5 files tool results under role `user`: the user said none of it
     return f"{role}: {body}" if role else body
 
 
 def render_messages(value: Any) -> str | None:
     """A message list (or JSON text of one, or a Vercel prompt object) as text; None if there is nothing."""
-    value = _maybe_json(value)
+    value = maybe_json(value)
     if isinstance(value, str):
         return value
     if isinstance(value, Mapping):
@@ -111,7 +115,7 @@ def render_messages(value: Any) -> str | None:
             return value["text"]  # a completion object such as {"text": ..., "finish_reason": ...}
         return message_text(value) or _compact(value)
     if isinstance(value, list):
-        lines = [t for t in (message_text(_maybe_json(m)) for m in value) if t]
+        lines = [t for t in (message_text(maybe_json(m)) for m in value) if t]
         return "\n".join(lines) or None
     return None if value is None else _compact(value)
 
@@ -180,9 +184,9 @@ def _plain_text(content: Any) -> str | None:
     return "\n".join(texts) if texts else None
 
 
-def _message_pairs(value: Any) -> list[tuple[str | None, str | None]]:
+def message_pairs(value: Any) -> list[tuple[str | None, str | None]]:
     """`(role, text)` of each message in a list, a `{"messages"}` request or a Vercel prompt object."""
-    value = _maybe_json(value)
+    value = maybe_json(value)
     if isinstance(value, Mapping):
         if isinstance(value.get("messages"), list):
             value = value["messages"]
@@ -194,7 +198,7 @@ def _message_pairs(value: Any) -> list[tuple[str | None, str | None]]:
         return []
     out: list[tuple[str | None, str | None]] = []
     for m in value:
-        m = _maybe_json(m)
+        m = maybe_json(m)
         if isinstance(m, Mapping):
             role = m.get("role")
             text = _plain_text(m.get("content"))
@@ -230,12 +234,12 @@ def model_messages(attrs: Mapping[str, Any], text: str | None, *, side: str) -> 
                       else ("llm.output_messages", "gen_ai.output.messages", "gen_ai.completion"))
     for pairs in (
         lambda: _openinference_pairs(attrs, oi),
-        lambda: _message_pairs(attrs.get(genai)),
-        lambda: _message_pairs(attrs.get(old)),
+        lambda: message_pairs(attrs.get(genai)),
+        lambda: message_pairs(attrs.get(old)),
         lambda: _genai_indexed_pairs(attrs, old),
-        lambda: _message_pairs(attrs.get("ai.prompt.messages")) if side == "input" else [],
-        lambda: _message_pairs(attrs.get("ai.prompt")) if side == "input" else [],
-        lambda: _message_pairs(text),
+        lambda: message_pairs(attrs.get("ai.prompt.messages")) if side == "input" else [],
+        lambda: message_pairs(attrs.get("ai.prompt")) if side == "input" else [],
+        lambda: message_pairs(text),
     ):
         found = pairs()
         if found:
@@ -255,7 +259,7 @@ def reply_text(attrs: Mapping[str, Any], text: str | None) -> str | None:
     replies = [t for _role, t in model_messages(attrs, text, side="output") if t]
     if replies:
         return replies[-1]
-    value = _maybe_json(text)
+    value = maybe_json(text)
     if isinstance(value, Mapping):
         choices = value.get("choices")
         if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):

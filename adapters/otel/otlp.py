@@ -23,6 +23,12 @@ from adapters.otel.spanbuild import (
 from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
 from adapters.otel.timeutil import from_unix_nanos
 
+LOGS_REJECTED = (
+    "OTLP logs (GenAI events) are not read: message content must be on the spans; export traces with content "
+    "captured on spans (opentelemetry-instrumentation-openai-v2: OTEL_SEMCONV_STABILITY_OPT_IN="
+    "gen_ai_latest_experimental and OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only)"
+)
+"""The one-line reason an OTLP logs export is turned away (GenAI `event_only` capture writes content as logs)."""
 _RS = "resourceSpans.item"
 _SS = f"{_RS}.scopeSpans.item"
 _SPAN = f"{_SS}.spans.item"
@@ -222,9 +228,16 @@ class OtlpJsonAdapter:
 
     def sniff(self, head: bytes, path: Path) -> bool:
         # The cheap test first; then make sure it is the top-level key, not text inside some other record.
-        return b'"resourceSpans"' in head and ":resourceSpans" in head_keys(head, record="top")[1]
+        # OTLP logs are taken too, to be turned away with the setting that puts their content on spans.
+        keys = head_keys(head, record="top")[1] if b'"resource' in head else ""
+        return (b'"resourceSpans"' in head and ":resourceSpans" in keys) or \
+            (b'"resourceLogs"' in head and ":resourceLogs" in keys)
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
+        head = read_head(path)
+        if b'"resourceLogs"' in head and b'"resourceSpans"' not in head:
+            yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
+            return
         if not looks_like_json_lines(read_head(path)):
             yield from document_items(path)
             return

@@ -9,8 +9,9 @@ because it was over the field limit (`adapters.jsonio.CUT_MARKER`).
 
 What a complete record is depends on the format, so the adapter says it: a unit's `coverage.complete_without`
 attribute (`adapters.assemble.COMPLETE_WITHOUT`) lists the fields it may lack and still be whole (an assistant
-message that only calls tools has no text output). A turn whose delivery is `handed_off` or `closing` expects
-no answer. A request or answer taken from a model call rather than the root span names its source. Every
+message that only calls tools has no text output). A turn whose delivery is `handed_off`, `closing` or a failure
+with no reply expects no answer; an answer cut by the model (`finish_reason=length`) is flagged `truncated` but
+is a complete record of what was delivered. A request or answer taken from a model call rather than the root span names its source. Every
 incomplete field carries the pointer to its gap.
 """
 
@@ -30,7 +31,7 @@ from evaluators.provenance import normalize as _norm
 from evaluators.provenance.segments import lookup
 from knowledge_packs import KnowledgePack
 
-VERSION = f"3+norm{_norm.VERSION}"
+VERSION = f"4+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""
 
 FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason", "llm.finish_reason",
@@ -47,8 +48,12 @@ marker at the end or inside the text, a `length` finish reason, or the turn's de
 Waiver = Literal["adapter", "delivery"]
 """Why a missing field is no gap: the adapter declared the unit complete without it, or the turn's delivery
 state expects no answer."""
-NO_ANSWER_EXPECTED = frozenset({"handed_off", "closing"})
-"""Delivery states after which the agent owes no answer: a hand-off to a person, the user's goodbye."""
+NO_ANSWER_EXPECTED = frozenset({"handed_off", "closing", "failed_error", "failed_empty"})
+"""Delivery states after which no answer text is to be seen: a hand-off to a person, the user's goodbye, and a
+failure whose answer never came (the error or the empty reply is the evidence)."""
+DELIVERED_CUTS = frozenset({"finish_length", "delivery_truncated"})
+"""Truncation reasons that describe the answer as delivered (cut by the model or in delivery), not the record:
+the field is flagged `truncated` but complete."""
 
 
 class _Frozen(BaseModel):
@@ -209,7 +214,10 @@ def field_coverage(
     truncated = bool(reasons)
     waived = waived_by if required and state == "missing" else None
     required = required and waived_by is None
-    complete = not truncated and not (required and state == "missing")
+    # An answer the model or the delivery cut short is recorded whole: what the user got is all there is, and
+    # the cut is Execution's finding (`failed_truncated`), not a gap in the evidence.
+    cut_in_record = any(r not in DELIVERED_CUTS for r in reasons)
+    complete = not cut_in_record and not (required and state == "missing")
     pointer = None
     if not complete:
         start, end = gap or (0, chars)

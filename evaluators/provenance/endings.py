@@ -12,14 +12,12 @@ import fnmatch
 from collections.abc import Iterable
 
 from adapters.model import FAILED_STATES, Span, Turn
+from adapters.otel.toolcalls import tool_name_of
 from evaluators.provenance import normalize as _norm
 from knowledge_packs import KnowledgePack, compile_pattern
 
 VERSION = f"1+norm{_norm.VERSION}"
 """Version of the ending rules, including the normalization the closing lexicon matches on."""
-
-TOOL_NAME_KEYS = ("tool.name", "gen_ai.tool.name")
-"""Span attributes that name the tool a span called (OpenInference, OTel GenAI)."""
 
 
 def _matches(name: str | None, globs: Iterable[str]) -> bool:
@@ -28,11 +26,8 @@ def _matches(name: str | None, globs: Iterable[str]) -> bool:
 
 
 def _tool_names(span: Span) -> list[str]:
-    names = [span.name]
-    names += [v for k in TOOL_NAME_KEYS if isinstance(v := span.attributes.get(k), str)]
-    # GenAI span names read `execute_tool <name>`.
-    names += [n.split(" ", 1)[1] for n in list(names) if n.startswith("execute_tool ")]
-    return names
+    name = tool_name_of(span)
+    return [span.name] if name is None else [span.name, name]
 
 
 def handoff_span(turn: Turn, pack: KnowledgePack) -> Span | None:

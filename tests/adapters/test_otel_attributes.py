@@ -86,10 +86,12 @@ def test_openinference_fixtures():
     m = map_attributes(_mapping_fixture("openinference_client_span_tool_calls.json"))
     assert (m.kind, m.model) == ("llm", "gpt-4-0613")
     assert m.tokens == TokenUsage(input=97, output=52, total=149)
-    assert m.input.startswith('{"model":"gpt-4","temperature":0.5')  # input.value wins, verbatim
-    assert m.output == f'{{"text":"{WEATHER_ANSWER}","finish_reason":"stop"}}'
-    assert m.consumed == {"input.value", "output.value"}
     attrs = _mapping_fixture("openinference_client_span_tool_calls.json")
+    # `input.value` is the raw request body (mime_type application/json): the structured messages win.
+    assert attrs["input.mime_type"] == "application/json"
+    assert m.input == WEATHER_INPUT
+    assert m.output == f"assistant: {WEATHER_ANSWER}"
+    assert m.consumed == set()
     assert render_openinference(attrs, "llm.input_messages") == WEATHER_INPUT
     assert render_openinference(attrs, "llm.output_messages") == f"assistant: {WEATHER_ANSWER}"
 
