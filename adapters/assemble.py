@@ -35,8 +35,8 @@ REQUEST_KEYS = ("agent.request", "gen_ai.prompt.user")
 INDEX_KEYS = ("session.turn_index", "turn.index", "gen_ai.conversation.turn_index")
 """Span attributes giving the turn's position in its conversation; without one, start order decides
 (factory.units numbers a conversation's turns when the source did not)."""
-TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens"}
-"""Finish reasons that mean the answer was cut off."""
+TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens", "content_filter"}
+"""Finish reasons that mean the answer was cut off (by the token limit, or by the provider's content filter)."""
 
 REQUEST_SOURCE, REQUEST_SPAN = "request_source", "request_span_id"
 """Turn attributes saying where the request was taken from when not from the root span, and from which span."""
