@@ -15,8 +15,14 @@ Use it as a fixture (import it into a test module; `tests/fakes/conftest.py` alr
 
 or as a context manager: ``with FakeOpenAIServer(responder=..., faults=...) as server: ...``.
 
-- Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``), non-streaming; ``GET /v1/models``.
-- ``responder(body) -> dict | str | ToolCallReply`` gets the parsed request body. A dict is the JSON
+- Routes: ``POST /v1/chat/completions`` (and ``/chat/completions``); ``GET /v1/models``. A request with
+  ``stream: true`` gets the same answer as server-sent ``chat.completion.chunk`` events, with a last usage
+  chunk when ``stream_options.include_usage`` is set (see ``tests/fakes/openai_stream.py``); a fault is
+  answered as the JSON error, before any stream.
+- ``responder(body) -> dict | str | ToolCallReply | Reply | FaultReply`` gets the parsed request body. A
+  ``Reply`` scripts the answer fully: content, several tool calls (with their ids), the finish reason
+  (e.g. "length" for a cut-off answer) and the usage numbers. A ``FaultReply("500")`` serves that fault
+  to this request, so a client's retries of it fail too. Otherwise a dict is the JSON
   answer: when the request has ``tools`` (and ``tool_choice`` is not "none") it becomes the arguments of a
   tool call (the named ``tool_choice``, else a ``final_result*`` tool, else the first tool); otherwise it is
   serialized into ``message.content``. A str is sent as raw ``message.content``. A ``ToolCallReply`` calls
@@ -49,6 +55,8 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from tests.fakes.openai_stream import stream_chunks
+
 FaultKind = Literal["429", "500", "timeout", "malformed_json", "schema_invalid"]
 FAULT_KINDS: tuple[FaultKind, ...] = ("429", "500", "timeout", "malformed_json", "schema_invalid")
 YES_LIKE = ("yes", "y", "true", "pass")
@@ -57,13 +65,36 @@ MAX_DEPTH = 8
 
 @dataclass(frozen=True)
 class ToolCallReply:
-    """A responder's answer that calls a named tool with these arguments."""
+    """A responder's answer that calls a named tool with these arguments (id: the call id to send)."""
 
     name: str
     arguments: dict[str, Any]
+    id: str | None = None
 
 
-Responder = Callable[[dict[str, Any]], "dict[str, Any] | str | ToolCallReply"]
+@dataclass(frozen=True)
+class Reply:
+    """A fully scripted answer: text and/or tool calls, the finish reason and the usage block to send.
+
+    ``finish_reason`` None means "tool_calls" when there are tool calls, else "stop"; "length" scripts an
+    answer cut off by the token limit. ``usage`` is (prompt_tokens, completion_tokens); None derives it
+    from the text lengths as for every other answer.
+    """
+
+    content: str | None = None
+    tool_calls: tuple[ToolCallReply, ...] = ()
+    finish_reason: str | None = None
+    usage: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class FaultReply:
+    """A responder's answer that serves this fault for this request (a retry of it asks again)."""
+
+    kind: FaultKind
+
+
+Responder = Callable[[dict[str, Any]], "dict[str, Any] | str | ToolCallReply | Reply | FaultReply"]
 
 
 class FaultPlan(BaseModel):
@@ -381,6 +412,13 @@ class FakeOpenAIServer:
             self._records.append(record)
             return record
 
+    def _serve_fault(self, record: CallRecord, kind: FaultKind) -> CallRecord:
+        """Record that the responder chose this call's fault (FaultReply)."""
+        with self._lock:
+            served = record.model_copy(update={"fault": kind})
+            self._records[record.index] = served
+            return served
+
     def _answer(self, record: CallRecord) -> tuple[int, dict[str, Any]]:
         """Status and JSON body for one admitted call."""
         if record.fault in ERRORS:
@@ -390,6 +428,17 @@ class FakeOpenAIServer:
             self._stopping.wait(self._faults.timeout_s)
         body = copy.deepcopy(record.body)
         reply = self.responder(body)
+        if isinstance(reply, FaultReply):
+            record = self._serve_fault(record, reply.kind)
+            if reply.kind in ERRORS:
+                status, error = ERRORS[reply.kind]
+                return status, {"error": {**error, "param": None}}
+            if reply.kind == "timeout":
+                self._stopping.wait(self._faults.timeout_s)
+            reply = schema_responder(body)  # what the fault then spoils, as for a planned fault
+        if isinstance(reply, Reply):
+            return 200, self._completion(record, _scripted_message(record, reply), reply.finish_reason,
+                                         reply.usage)
         tool = pick_tool(body)
         schema = request_schema(body) or {}
         name = reply.name if isinstance(reply, ToolCallReply) else (tool or {}).get("name")
@@ -402,14 +451,19 @@ class FakeOpenAIServer:
         message: dict[str, Any] = {"role": "assistant", "content": text}
         as_tool = name is not None and not isinstance(reply, str)  # raw text stays text even with tools
         if as_tool:
-            call_id = f"call_fake_{record.index:06d}"
+            call_id = (reply.id if isinstance(reply, ToolCallReply) else None) or f"call_fake_{record.index:06d}"
             message = {"role": "assistant", "content": None, "tool_calls": [
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
             ]}
-        prompt = "\n".join(message_text(m) for m in body.get("messages") or [])
-        usage = {"prompt_tokens": max(1, len(prompt) // 4), "completion_tokens": max(1, len(text) // 4)}
-        usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
-        return 200, {
+        return 200, self._completion(record, message, None, None)
+
+    def _completion(self, record: CallRecord, message: dict[str, Any], finish_reason: str | None,
+                    usage: tuple[int, int] | None) -> dict[str, Any]:
+        """The chat.completion body around one assistant message."""
+        if usage is None:
+            prompt = "\n".join(message_text(m) for m in record.body.get("messages") or [])
+            usage = (max(1, len(prompt) // 4), max(1, len(message_text(message)) // 4))
+        return {
             "id": f"chatcmpl-fake-{record.index:06d}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -418,11 +472,23 @@ class FakeOpenAIServer:
             "choices": [{
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if as_tool else "stop",
+                "finish_reason": finish_reason or ("tool_calls" if message.get("tool_calls") else "stop"),
                 "logprobs": None,
             }],
-            "usage": usage,
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)},
         }
+
+
+def _scripted_message(record: CallRecord, reply: Reply) -> dict[str, Any]:
+    """The assistant message a Reply scripts; tool calls without an id get call_fake_<call>_<n>."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {"id": call.id or f"call_fake_{record.index:06d}_{n}", "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for n, call in enumerate(reply.tool_calls)
+        ]
+    return message
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -475,16 +541,34 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             self._error(400, "body must be an object with a messages list")
             return
-        if body.get("stream"):
-            self._error(400, "the fake server does not stream")
-            return
         record = self.fake._admit(path, body)
         try:
             status, payload = self.fake._answer(record)
         except Exception as exc:  # a broken responder must fail the test visibly, not hang the client
             self._error(500, f"fake responder raised {type(exc).__name__}: {exc}")
             return
+        if status == 200 and body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            self._send_events(stream_chunks(payload, include_usage=include_usage))
+            return
         self._send(status, payload, {"Retry-After": "0"} if status == 429 else None)
+
+    def _send_events(self, chunks: list[dict[str, Any]]) -> None:
+        """Server-sent events, one chunk per event, then [DONE]; the closed connection ends the body."""
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for chunk in chunks:
+                self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                self.wfile.flush()
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        self.close_connection = True
 
 
 @pytest.fixture

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 from tests.fakes.openai_server import (
     FakeOpenAIServer,
     FaultPlan,
+    FaultReply,
+    Reply,
     ToolCallReply,
     example_for_schema,
     truncate_json,
@@ -90,7 +92,6 @@ def test_models_listing_and_bad_requests_are_not_counted(fake_openai: FakeOpenAI
     assert [m["id"] for m in listing["data"]] == ["fake-small"]
     assert post(fake_openai.base_url + "/chat/completions", b"{not json")[0] == 400
     assert post(fake_openai.base_url + "/completions", {"prompt": "x"})[0] == 404
-    assert post(fake_openai.base_url + "/chat/completions", {"model": "m", "messages": [], "stream": True})[0] == 400
     assert fake_openai.calls == 0
 
 
@@ -125,6 +126,87 @@ def test_a_raising_responder_becomes_a_500(fake_openai: FakeOpenAIServer) -> Non
     fake_openai.responder = lambda req: 1 / 0
     status, _, answer = post(fake_openai.base_url + "/chat/completions", {"model": "m", "messages": []})
     assert status == 500 and "ZeroDivisionError" in answer["error"]["message"]
+
+
+def test_a_scripted_reply_sets_tool_calls_finish_reason_and_usage(fake_openai: FakeOpenAIServer) -> None:
+    calls = (ToolCallReply("get_weather", {"city": "Oslo"}, id="call_a"), ToolCallReply("convert", {"amount": 2}))
+    fake_openai.responder = lambda req: (Reply(tool_calls=calls, usage=(11, 5)) if len(req["messages"]) == 1
+                                         else Reply(content="It is cold and", finish_reason="length", usage=(40, 2)))
+    url, body = fake_openai.base_url + "/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+    first = post(url, body)[2]
+    message = first["choices"][0]["message"]
+    assert first["choices"][0]["finish_reason"] == "tool_calls" and message["content"] is None
+    assert [(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]] == [
+        ("call_a", "get_weather", {"city": "Oslo"}), ("call_fake_000000_1", "convert", {"amount": 2})]
+    assert first["usage"] == {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+    second = post(url, {**body, "messages": body["messages"] * 2})[2]
+    assert second["choices"][0] == {"index": 0, "message": {"role": "assistant", "content": "It is cold and"},
+                                    "finish_reason": "length", "logprobs": None}
+    assert second["usage"]["total_tokens"] == 42
+
+
+def test_a_fault_reply_fails_that_request_and_each_retry(fake_openai: FakeOpenAIServer) -> None:
+    import openai
+
+    fake_openai.responder = lambda req: FaultReply("500") if req["messages"][-1]["content"] == "boom" else "fine"
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=2)
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model="m", messages=[{"role": "user", "content": "boom"}])
+    answer = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "calm"}])
+    assert answer.choices[0].message.content == "fine"
+    assert fake_openai.faults_served == ["500", "500", "500", None]
+
+
+# ---- streaming ----------------------------------------------------------------------------------
+
+
+def test_openai_sdk_streams_text_with_a_usage_chunk(fake_openai: FakeOpenAIServer) -> None:
+    import openai
+
+    fake_openai.responder = lambda req: Reply(content="The euro was introduced in", finish_reason="length",
+                                              usage=(120, 6))
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    chunks = list(client.chat.completions.create(model="fake-small", messages=[{"role": "user", "content": "euro"}],
+                                                 stream=True, stream_options={"include_usage": True}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "The euro was introduced in"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["length"]
+    assert chunks[-1].choices == [] and (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (120, 6)
+    assert all(c.usage is None for c in chunks[:-1]) and len(chunks) == 6  # role, 3 pieces, finish, usage
+    assert fake_openai.requests[0]["stream"] is True
+
+
+def test_openai_sdk_assembles_streamed_tool_calls(fake_openai: FakeOpenAIServer) -> None:
+    import openai
+
+    calls = (ToolCallReply("get_weather", {"city": "Tokyo"}, id="call_w"),
+             ToolCallReply("convert_currency", {"amount": 50, "from_currency": "EUR"}, id="call_c"))
+    fake_openai.responder = lambda req: Reply(tool_calls=calls, usage=(9, 4))
+    client = openai.OpenAI(base_url=fake_openai.base_url, api_key="test", max_retries=0)
+    with client.chat.completions.stream(model="m", messages=[{"role": "user", "content": "both"}]) as stream:
+        final = stream.get_final_completion()
+    message = final.choices[0].message
+    assert final.choices[0].finish_reason == "tool_calls"
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        ("call_w", "get_weather", {"city": "Tokyo"}), ("call_c", "convert_currency", {"amount": 50, "from_currency": "EUR"})]
+    assert final.usage is None  # no include_usage asked for: no usage chunk
+
+
+def test_stream_chunks_split_and_rejoin() -> None:
+    from tests.fakes.openai_stream import split_text, stream_chunks
+
+    assert split_text("abcdefg") == ["abc", "def", "g"] and split_text("") == [] and split_text("ab") == ["a", "b"]
+    completion = {"id": "c1", "created": 0, "model": "m", "system_fingerprint": "fp", "usage": {"total_tokens": 3},
+                  "choices": [{"message": {"role": "assistant", "content": "hello"}, "finish_reason": "stop"}]}
+    chunks = stream_chunks(completion, include_usage=False)
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "hello"
+    assert [c["choices"][0]["finish_reason"] for c in chunks][-1] == "stop" and "usage" not in chunks[-1]
+
+
+def test_faults_on_a_streamed_request_answer_before_the_stream(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.faults = FaultPlan(script=(429,))
+    body = {"model": "m", "messages": [], "stream": True}
+    status, headers, answer = post(fake_openai.base_url + "/chat/completions", body)
+    assert status == 429 and answer["error"]["code"] == "rate_limit_exceeded"
 
 
 # ---- schema examples ----------------------------------------------------------------------------
