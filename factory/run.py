@@ -21,7 +21,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from adapters.model import Conversation, EvidencePointer, Turn
-from evaluators.collect.reasons import retry_later
+from evaluators.collect.reasons import reason_category, retry_later
 from evaluators.provenance import ProvenanceRecord
 from evaluators.core import (
     AtomicDatum,
@@ -74,6 +74,12 @@ class Collector(Protocol):
     @property
     def reused(self) -> int: ...
 
+    @property
+    def reused_uncollected(self) -> Counter[str]: ...
+
+    @property
+    def collected(self) -> Counter[str]: ...
+
 
 class RunReport(BaseModel):
     """What one `agent-factory run` did (the `--json` output)."""
@@ -97,21 +103,41 @@ class RunReport(BaseModel):
     cost_usd: float
     """Cost from litellm's local cost map."""
     items: dict[str, int]
-    """Data items: collected (newly), reused (found in the cache under an unchanged key), kept (stored data
-    of unchanged definitions on unchanged units, not revisited), uncollected (with a reason)."""
+    """Data items, each counted once: collected (a value decided by this run's rules or models), reused (a
+    value found in the cache under an unchanged key), uncollected (this run's data without a value, with a
+    reason, whether decided now or found so in the cache), kept (stored data of unchanged definitions on
+    unchanged units, not revisited). collected + reused + uncollected are the data this run wrote; with kept,
+    the data stored."""
     uncollected_reasons: dict[str, int]
-    """Uncollected items of this run by reason."""
+    """This run's uncollected items by reason (they sum to `items.uncollected`)."""
     results: dict[str, int]
     """Stored results: added, removed, unchanged (byte-identical rows, left as they were)."""
     components: dict[str, dict[str, Any]]
     """Per component: stored data counts by value and the population-level results."""
 
 
+@dataclass(frozen=True)
+class _Tally:
+    """The collector's counters at one moment: a collector may outlive a run, so a report counts differences."""
+
+    model_calls: int
+    tokens: int
+    cost_usd: float
+    collected: int
+    """Values decided by rules or models (uncollected data excluded)."""
+    reused: int
+    """Values found in the cache (data cached as uncollected excluded: the runner counts those as uncollected)."""
+
+    @classmethod
+    def of(cls, c: Collector) -> _Tally:
+        return cls(model_calls=c.model_calls, tokens=c.tokens, cost_usd=c.cost_usd,
+                   collected=sum(c.collected.values()), reused=c.reused - sum(c.reused_uncollected.values()))
+
+
 @dataclass
 class _Acc:
     units: Counter[str] = field(default_factory=Counter)
     reasons: Counter[str] = field(default_factory=Counter)
-    written: int = 0
     uncollected: int = 0
     retry_items: set[str] = field(default_factory=set)
 
@@ -220,10 +246,9 @@ class Runner:
         return bool(out)
 
     def _store(self, d: AtomicDatum) -> None:
-        self.acc.written += 1
         if d.value == "uncollected":
             self.acc.uncollected += 1
-            self.acc.reasons[(d.reason or "").split(":")[0]] += 1
+            self.acc.reasons[reason_category(d.reason or "")] += 1
             if retry_later(d.reason):
                 self.acc.retry_items.add(d.item)
         self.batch.add({
@@ -359,6 +384,7 @@ class Runner:
     def run(self) -> RunReport:
         t0 = time.perf_counter()
         started = datetime.now(UTC)
+        before = _Tally.of(self.collector)
         plan = self.plan()
         d = plan.dirty
         merged = {"added": 0, "removed": 0, "unchanged": count_rows(self.store, "results")}
@@ -380,8 +406,10 @@ class Runner:
         if not d.nothing or self.full:
             save_state(self.store, fingerprints=fps, sources=self.sources, horizon=self.horizon,
                        run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days)
-        reused = self.collector.reused
-        stored = count_rows(self.store, "atomic_data")
+        after = _Tally.of(self.collector)
+        # Rows this run did not write; a row it rewrote (a rebuilt user, a changed definition) is not kept.
+        kept = self.store.con.execute(
+            "SELECT count(*) FROM atomic_data WHERE run_id IS DISTINCT FROM ?", [self.run_id]).fetchone()
         report = RunReport(
             run_id=self.run_id, seconds=round(time.perf_counter() - t0, 3),
             plan={
@@ -394,10 +422,10 @@ class Runner:
                 "graph": describe(self.graph), "retry_next_run": sorted(self.acc.retry_items),
             },
             units=dict(self.acc.units),
-            model_calls=self.collector.model_calls, tokens=self.collector.tokens,
-            cost_usd=round(self.collector.cost_usd, 6),
-            items={"collected": self.acc.written - self.acc.uncollected - reused, "reused": reused,
-                   "kept": stored - self.acc.written, "uncollected": self.acc.uncollected},
+            model_calls=after.model_calls - before.model_calls, tokens=after.tokens - before.tokens,
+            cost_usd=round(after.cost_usd - before.cost_usd, 6),
+            items={"collected": after.collected - before.collected, "reused": after.reused - before.reused,
+                   "kept": int(kept[0]) if kept else 0, "uncollected": self.acc.uncollected},
             uncollected_reasons=dict(self.acc.reasons), results=merged, components=self._components(),
         )
         self.store.con.execute(

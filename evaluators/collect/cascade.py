@@ -146,7 +146,13 @@ class Cascade:
 
     @property
     def reused(self) -> int:
+        """Data found in the cache (whatever their value)."""
         return self._counts.reused
+
+    @property
+    def reused_uncollected(self) -> Counter[str]:
+        """Of the reused data, those cached as uncollected, by reason category."""
+        return self._counts.reused_uncollected
 
     def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
         """v of a definition in this cascade (every key of its data changes exactly when this does)."""
@@ -166,6 +172,8 @@ class Cascade:
         """Count a datum returned by this run."""
         if reused:
             self._counts.reused += 1
+            if datum.value == "uncollected":
+                self._counts.reused_uncollected[reason_category(datum.reason or "")] += 1
         elif datum.value == "uncollected":
             self._counts.uncollected[reason_category(datum.reason or "")] += 1
         else:

@@ -34,6 +34,9 @@ class CascadeCounters:
     """Every returned datum is counted once: reused (cache hit), collected by tier, or uncollected by reason."""
 
     reused: int = 0
+    reused_uncollected: Counter[str] = field(default_factory=Counter)
+    """Of the reused, those the cache holds as uncollected (a jury split, a rule's abstention), by reason
+    category: a part of `reused`, not counted again in `uncollected`."""
     collected: Counter[str] = field(default_factory=Counter)
     uncollected: Counter[str] = field(default_factory=Counter)
 

@@ -131,6 +131,9 @@ def test_a_split_jury_leaves_the_item_uncollected_and_is_cached(tmp_path: Path) 
         again = Cascade(config(small, _jury(("yes", "no"))), cache=cache)
         (data2,) = run(again, [make_turn(5)])
         assert again.model_calls == 0 and data2 == data
+        # Found in the cache: reused, and told apart as uncollected, never counted as newly uncollected.
+        assert again.reused == len(DEFINITIONS) and again.reused_uncollected == {"jury split": 1}
+        assert not again.uncollected and not again.collected
 
 
 def test_demands_jury_goes_to_the_jury_and_without_one_stays_uncollected() -> None:
