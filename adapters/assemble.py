@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from adapters.base import Quarantine
-from adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
+from adapters.model import DeliveryState, Span, Turn
 from adapters.otel.messages import (
     indexed_messages, last_user_text, maybe_json, model_messages, part_text, reply_text,
 )
@@ -130,8 +130,8 @@ FINISH_KEYS = ("gen_ai.response.finish_reasons", "finish_reason", "llm.finish_re
 USAGE, SYSTEM_SHA, SYSTEM_CHARS = "tokens", "system_prompt_sha256", "system_prompt_chars"
 """Turn attributes: the turn's token usage counted once (`{"input", "output", "total", "counted"}`), and the
 system prompt's digest and length (the text stays on the span that carried it)."""
-SYSTEM_KEYS = ("gen_ai.system_instructions", "llm.system", "gen_ai.system_prompt")
-"""Span attributes holding the system prompt / instructions as such."""
+SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system_prompt")
+"""Span attributes holding the system prompt / instructions as such (OpenInference's `llm.system` names the provider)."""
 
 
 def finish_reasons(span: Span) -> list[str]:
@@ -189,11 +189,13 @@ def turn_usage(spans: Sequence[Span]) -> dict[str, Any] | None:
     if not llm:
         return None
 
-    def total(key: str) -> int | None:
-        vals = [getattr(t, key) for t in llm]
+    def total(vals: list[int | None]) -> int | None:
         return None if all(v is None for v in vals) else sum(v or 0 for v in vals)
 
-    return {"input": total("input"), "output": total("output"), "total": total("total"), "counted": counted}
+    # A call that reports its parts but no total still adds its parts to the turn's total.
+    totals = [t.total if t.total is not None else total([t.input, t.output]) for t in llm]
+    return {"input": total([t.input for t in llm]), "output": total([t.output for t in llm]), "total": total(totals),
+            "counted": counted}
 
 
 def system_prompt(spans: Sequence[Span]) -> str | None:

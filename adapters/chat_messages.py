@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from adapters.assemble import COMPLETE_WITHOUT
+from adapters.model import COMPLETE_WITHOUT
 from adapters.chat_io import RecordProblem, json_type, problem_from
 from adapters.model import DeliveryState, Span, Turn
 

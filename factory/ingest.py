@@ -1,45 +1,26 @@
 """Ingest: files -> adapter stream -> provenance -> store, one atomic transaction per file.
 
-Spans that arrive on their own (OTel formats) are staged in a temporary table and grouped into turns per
-trace after the file is read, so memory is bounded by the largest trace, not by the file.
+Spans that arrive on their own (OTel formats) are staged and grouped into turns per trace after the file is
+read (`factory.writer`), so memory is bounded by the largest trace, not by the file; spans whose parent is in
+no file read so far stay staged until it arrives.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
-import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.assemble import assemble_turn, split_trace
-from adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
 from adapters.base import Adapter, Quarantine, detect, get_adapter
 from adapters.exceptions import SpecError
 from adapters.jsonio import FieldCut, FieldLimits, reading
 from adapters.model import Conversation, OutcomeEvent, Span, Turn
-from adapters.otel.toolcalls import DERIVED
-from evaluators.provenance import provenance_record
-from evaluators.provenance.endings import classify as classify_ending
-from factory.store import (
-    Batch,
-    Store,
-    conversation_row,
-    dumps,
-    event_row,
-    span_from_row,
-    span_row,
-    turn_row,
-)
+from factory.store import Store, dumps, event_row
+from factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from knowledge_packs import KnowledgePack
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-MAX_REPORTED_ERRORS = 1000
-"""Errors kept in the report per run; the store keeps every quarantined record."""
 
 
 class FileReport(BaseModel):
@@ -119,214 +100,6 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
     return out
 
 
-class _Rows:
-    """One set of row batches: the file's stream, or the rows written in its closing transaction."""
-
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, size: int = 20_000) -> None:
-        self.spans = Batch(con, "spans", size=size)
-        self.turns = Batch(con, "turns", size=size)
-        self.provenance = Batch(con, "provenance", size=size)
-
-    def flush(self) -> None:
-        for b in (self.spans, self.turns, self.provenance):
-            b.flush()
-
-
-class _FileWriter:
-    """Buffers the rows of one file and applies provenance on the way in.
-
-    Spans of a trace that other files also hold (an earlier file's pending orphans, or a turn already built)
-    are joined with them and the trace's turn is rebuilt; client-only model calls are grouped into turns with
-    the calls of their conversation already stored. Those rebuilt turns, and the staging rows they consume,
-    are written in the file's closing transaction (`finish`), with the commit marker.
-    """
-
-    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack) -> None:
-        con = store.con
-        self.store, self.source_id, self.path, self.pack = store, source_id, path, pack
-        self.rows = _Rows(con)
-        self.late = _Rows(con, size=1 << 62)  # flushed only inside the closing transaction
-        self.conversations = Batch(con, "conversations")
-        self.events = Batch(con, "events")
-        self.staged = Batch(con, "staged_spans")
-        self.quarantine = Batch(con, "quarantine")
-        self.con = con
-        self.accepted = 0
-        self.quarantined = 0
-        self.pending = 0
-        self.errors: list[Quarantine] = []
-        self.staged_count = 0
-        self.replaced: set[str] = set()
-        """Ids of stored turns this file rebuilds (deleted in the closing transaction)."""
-        self.keep: list[tuple[str, str]] = []
-        """(trace id, span id) of staged spans that stay pending (orphans), of any file."""
-        self.joined: set[str] = set()
-        """Traces whose staged rows of other files this file consumed."""
-        self.calls: dict[str, list[list[Span]]] = {}
-        """Client-only call traces by call group, grouped into turns once the file is read."""
-
-    def reject(self, q: Quarantine) -> None:
-        self.quarantined += 1
-        self.errors.append(q) if len(self.errors) < MAX_REPORTED_ERRORS else None
-        self.quarantine.add(
-            {"source_id": self.source_id, "path": self.path, "location": q.location, "field": q.field,
-             "message": q.message}
-        )
-
-    def turn(self, turn: Turn, *, last: bool | None = None, late: bool = False) -> None:
-        # Hand-offs and closing messages first: coverage and every later reader see the pack's delivery state.
-        turn = classify_ending(turn, self.pack, last=last)
-        rec = provenance_record(turn, self.pack)
-        rows = self.late if late else self.rows
-        rows.turns.add(turn_row(turn, segment=rec.segment.segment, source_id=self.source_id))
-        rows.provenance.add({
-            "turn_id": turn.id, "segment": rec.segment.segment, "record": rec.model_dump_json(),
-            "complete": rec.coverage.complete, "injections": len(rec.injections), "source_id": self.source_id,
-        })
-        for seq, span in enumerate(turn.spans):
-            rows.spans.add(span_row(span, seq=seq, source_id=self.source_id, turn_id=turn.id))
-
-    def conversation(self, conv: Conversation) -> None:
-        # Duplicate ids within a file are the adapter's to catch (it knows the record's location).
-        self.conversations.add(conversation_row(conv, source_id=self.source_id))
-        for k, t in enumerate(conv.turns):
-            self.turn(t, last=k == len(conv.turns) - 1)
-        for ev in conv.events:
-            self.events.add(event_row(ev, source_id=self.source_id))
-        self.accepted += 1
-
-    def stage(self, span: Span) -> None:
-        self.staged.add(span_row(span, seq=self.staged_count, source_id=self.source_id))
-        self.staged_count += 1
-
-    def assemble_staged(self) -> None:
-        """Group staged spans by trace (in arrival order), check each tree, and write its turn."""
-        self.staged.flush()
-        if not self.staged_count:
-            return
-        sid = [self.source_id]
-        # Traces this file shares with earlier ones: pending spans of another file, or a stored turn.
-        shared = {r[0] for r in self.con.execute(
-            "SELECT DISTINCT s.trace_id FROM staged_spans s WHERE s.source_id = ? AND ("
-            " EXISTS (SELECT 1 FROM staged_spans o WHERE o.trace_id = s.trace_id AND o.source_id <> ?)"
-            " OR EXISTS (SELECT 1 FROM spans t WHERE t.trace_id = s.trace_id))", sid + sid).fetchall()}
-        # Staged rows are committed, so a cursor of its own (another connection) can stream them in trace order
-        # while this connection writes the turns; DuckDB's sort spills to disk, Python holds one page.
-        cur = self.con.cursor()
-        cur.execute("SELECT * FROM staged_spans WHERE source_id = ? ORDER BY trace_id, seq", sid)
-        names = [d[0] for d in cur.description]
-        current: list[Span] = []
-        while rows := cur.fetchmany(5000):
-            for r in rows:
-                span = span_from_row(dict(zip(names, r, strict=True)))
-                if current and current[0].trace_id != span.trace_id:
-                    self._trace(current, shared=current[0].trace_id in shared)
-                    current = []
-                current.append(span)
-        if current:
-            self._trace(current, shared=current[0].trace_id in shared)
-        cur.close()
-        self._group_calls()
-
-    def _stored(self, trace_id: str) -> list[Span]:
-        """The trace's spans held elsewhere: other files' pending spans and the spans of stored turns (which this
-        file's turn replaces)."""
-        out: list[Span] = []
-        for table in ("staged_spans", "spans"):
-            cur = self.con.cursor()
-            where = "trace_id = ? AND source_id <> ?" if table == "staged_spans" else "trace_id = ?"
-            params = [trace_id, self.source_id] if table == "staged_spans" else [trace_id]
-            cur.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY seq", params)
-            names = [d[0] for d in cur.description]
-            for r in cur.fetchall():
-                row = dict(zip(names, r, strict=True))
-                if table == "spans":
-                    self._replace(row["turn_id"])
-                out.append(span_from_row(row))
-            cur.close()
-        if out:
-            self.joined.add(trace_id)
-        return out
-
-    def _replace(self, turn_id: str | None) -> None:
-        if turn_id is None or turn_id in self.replaced:
-            return
-        self.replaced.add(turn_id)
-        row = self.con.execute("SELECT attributes FROM turns WHERE id = ?", [turn_id]).fetchone()
-        key = json.loads(row[0]).get(CALL_GROUP) if row else None
-        if isinstance(key, str):  # a turn of client-only calls: its whole group is grouped again
-            self.calls.setdefault(key, [])
-
-    def _trace(self, spans: list[Span], *, shared: bool) -> None:
-        own = len(spans)
-        if shared:
-            spans = _by_start(self._stored(spans[0].trace_id) + spans)
-        kept, bad, orphans = split_trace(spans, source=self.path)
-        for q in bad:
-            self.reject(q)
-        self.accepted += max(own - len(bad), 0)
-        self.pending += sum(1 for s in orphans if True)
-        self.keep.extend((s.trace_id, s.id) for s in orphans)
-        if not kept:
-            return
-        if is_call_trace(kept):
-            self.calls.setdefault(group_key(kept), []).append(kept)
-        else:
-            self.turn(assemble_turn(kept), late=shared)
-
-    def _group_calls(self) -> None:
-        """Turns of the client-only calls of this file, with the stored calls of the same groups."""
-        if not self.calls:
-            return
-        keys = sorted(self.calls)
-        cur = self.con.cursor()
-        cur.execute("SELECT id FROM turns WHERE json_extract_string(attributes, '$.call_group') IN (SELECT unnest(?))",
-                    [keys])
-        stored_turns = [r[0] for r in cur.fetchall()]
-        cur.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [stored_turns])
-        names = [d[0] for d in cur.description]
-        by_trace: dict[str, list[Span]] = {}
-        mine = {s.trace_id for traces in self.calls.values() for t in traces for s in t}
-        for r in cur.fetchall():
-            span = span_from_row(dict(zip(names, r, strict=True)))
-            if span.trace_id not in mine and span.attributes.get(DERIVED) is None:
-                by_trace.setdefault(span.trace_id, []).append(span)
-        cur.close()
-        self.replaced.update(stored_turns)
-        for spans in by_trace.values():
-            self.calls.setdefault(group_key(spans), []).append(spans)
-        late = bool(stored_turns)
-        for key in sorted(self.calls):
-            for t in group_calls(self.calls[key], key=key):
-                self.turn(t, late=late)
-
-    def flush(self) -> None:
-        self.rows.flush()
-        for b in (self.conversations, self.events, self.quarantine):
-            b.flush()
-
-    def finish(self) -> None:
-        """The closing transaction's writes: stored turns this file rebuilt are replaced, staging rows consumed
-        are removed (orphans stay pending). The caller writes the commit marker before committing."""
-        con = self.con
-        if self.replaced:
-            ids = sorted(self.replaced)
-            for table, col in (("turns", "id"), ("provenance", "turn_id"), ("spans", "turn_id")):
-                con.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT unnest(?))", [ids])
-        self.late.flush()
-        keep = pa.table({"trace_id": [k[0] for k in self.keep], "id": [k[1] for k in self.keep]},  # noqa: F841
-                        schema=pa.schema([("trace_id", pa.string()), ("id", pa.string())]))
-        con.execute("DELETE FROM staged_spans s WHERE (s.source_id = ? OR s.trace_id IN (SELECT unnest(?)))"
-                    " AND NOT EXISTS (SELECT 1 FROM keep k WHERE k.trace_id = s.trace_id AND k.id = s.id)",
-                    [self.source_id, sorted(self.joined)])
-
-
-def _by_start(spans: list[Span]) -> list[Span]:
-    # Spans of one trace from several files: parents before children is not guaranteed, time order is the
-    # best order there is (assembly does not rely on it).
-    return sorted(spans, key=lambda s: (s.start is None, s.start or _EPOCH))
-
-
 def ingest_file(
     store: Store, path: Path, *, fmt: str | None, pack: KnowledgePack,
     on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None,
@@ -346,7 +119,7 @@ def ingest_file(
     # transaction-local state, so memory would grow with the file); the `sources` row written last is the
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
     with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
-        w = _FileWriter(store, source_id=source_id, path=source, pack=pack)
+        w = FileWriter(store, source_id=source_id, path=source, pack=pack)
         for item in _items(adapter, path):
             read += 1
             if isinstance(item, Quarantine):

@@ -8,7 +8,7 @@ declared longer than what arrived, a truncation marker, a finish reason of `leng
 because it was over the field limit (`adapters.jsonio.CUT_MARKER`).
 
 What a complete record is depends on the format, so the adapter says it: a unit's `coverage.complete_without`
-attribute (`adapters.assemble.COMPLETE_WITHOUT`) lists the fields it may lack and still be whole (an assistant
+attribute (`adapters.model.COMPLETE_WITHOUT`) lists the fields it may lack and still be whole (an assistant
 message that only calls tools has no text output). A turn whose delivery is `handed_off`, `closing` or a failure
 with no reply expects no answer; an answer cut by the model (`finish_reason=length`) is flagged `truncated` but
 is a complete record of what was delivered. A request or answer taken from a model call rather than the root span names its source. Every
@@ -23,10 +23,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from adapters.assemble import (
-    ANSWER_SOURCE, ANSWER_SPAN, COMPLETE_WITHOUT, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH,
+    ANSWER_SOURCE, ANSWER_SPAN, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH,
 )
 from adapters.jsonio import CUT_PATTERN
-from adapters.model import EvidencePointer, Span, Turn
+from adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from evaluators.provenance import normalize as _norm
 from evaluators.provenance.segments import lookup
 from knowledge_packs import KnowledgePack

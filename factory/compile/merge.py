@@ -22,7 +22,6 @@ Pure: the same compiled clauses and base pack give the same result.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 

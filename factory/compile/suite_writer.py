@@ -132,7 +132,7 @@ def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None
                    + "".join(f"; {n}" for n in notes) + "\n")
         out.append(_clause_yaml(c.clause))
     for clause in overrides:
-        out.append(f"  # the base pack's clause, without the parameters the spec states itself\n")
+        out.append("  # the base pack's clause, without the parameters the spec states itself\n")
         out.append(_clause_yaml(clause))
     return "".join(out)
 

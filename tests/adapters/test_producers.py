@@ -3,7 +3,9 @@ the turns the app had: its own per-turn truth sits beside each export."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ from knowledge_packs import load_pack
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 SHAPES = sorted(p.name for p in PRODUCERS.iterdir() if (p / "truth.json").exists()) if PRODUCERS.exists() else []
 TRACE_SHAPES = [s for s in SHAPES if s != "genai_events"]
+# The app's system prompt (tests/fixtures/producers/script.py), read from its source so the test imports nothing
+# of the generator (which needs the producers' packages).
+_SCRIPT = (PRODUCERS / "script.py").read_text(encoding="utf-8") if PRODUCERS.exists() else ""
+_PROMPT = re.search(r'^SYSTEM_PROMPT = "(.*)"$', _SCRIPT, re.M)
+SYSTEM_SHA = hashlib.sha256(_PROMPT.group(1).encode()).hexdigest() if _PROMPT else None
 
 
 def _ingest(shape: str, tmp: Path) -> tuple[dict[str, Any], list[Any], Any, dict[str, bool]]:
@@ -56,8 +63,8 @@ def test_producer_turns_match_the_app(shape: str, tmp_path: Path) -> None:
         assert key in got, (shape, key, sorted(got, key=repr))
         t = got[key]
         assert t.delivery == want["delivery"], (shape, key)
-        if want["delivery"] == "delivered":
-            assert t.answer == want["answer"], (shape, key)
+        # Every turn's answer is the app's: the partial text of the cut-off one, none for the failed call.
+        assert t.answer == want["answer"], (shape, key)
         assert _tokens(t) == want["tokens"], (shape, key)
         assert _tool_calls(t) == sorted(((c["name"], c["arguments"]) for c in want["tool_calls"]), key=repr), \
             (shape, key)
@@ -65,6 +72,7 @@ def test_producer_turns_match_the_app(shape: str, tmp_path: Path) -> None:
         asked = sum(len(s.attributes.get("tool_calls") or ()) for s in t.spans if s.kind == "llm")
         assert asked == len(want["tool_calls"]), (shape, key)
         assert complete[t.id], (shape, key)
+        assert t.attributes["system_prompt_sha256"] == SYSTEM_SHA, (shape, key)
 
 
 def _turn_rows(st: Store) -> list[tuple[Any, ...]]:

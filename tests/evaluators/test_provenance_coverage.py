@@ -7,7 +7,7 @@ from typing import Any, get_args
 
 import pytest
 
-from adapters.assemble import COMPLETE_WITHOUT
+from adapters.model import COMPLETE_WITHOUT
 from adapters.jsonio import cut_text
 from adapters.model import DeliveryState, EvidencePointer, Span, Turn
 from evaluators.provenance import coverage
