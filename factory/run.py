@@ -357,10 +357,13 @@ class Runner:
         return results, {a.name for _s, a in wanted}
 
     def _result_rows(self, results: Iterable[Result]) -> list[dict[str, Any]]:
+        # A stored result names the code that made it: its analysis's content version (label + digest).
+        versions = {a.name: a.content_version for s in self.specs for a in s.analyses}
         return [{
             "component": r.component, "layer": r.layer, "metric": r.metric, "stratum": r.stratum,
-            "unit_id": r.unit_id, "value": dumps(r.value), "low": r.low, "high": r.high, "n": r.n,
-            "note": r.note, "analysis": r.analysis, "analysis_version": r.analysis_version, "run_id": self.run_id,
+            "unit_id": r.unit_id, "value": dumps(r.value), "low": r.low, "high": r.high, "n": r.n, "note": r.note,
+            "analysis": r.analysis, "analysis_version": versions.get(r.analysis, r.analysis_version),
+            "run_id": self.run_id,
         } for r in results]
 
     def _components(self) -> dict[str, dict[str, Any]]:

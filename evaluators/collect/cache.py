@@ -14,7 +14,6 @@ Values are JSON text (never pickles), so a cache directory is safe to share and 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ import diskcache
 
 from evaluators.core.model import AtomicDatum
 from evaluators.core.registry import EngagementView, SpanView, get_rule
+from evaluators.core.source import function_digest, module_digest
 
 _DATUM = "d:"
 _ANSWER = "a:"
@@ -107,11 +107,7 @@ def rule_identity(name: str) -> tuple[str, str]:
     fn = get_rule(name)
     module = sys.modules.get(getattr(fn, "__module__", ""), None)
     version = str(getattr(fn, "version", None) or getattr(module, "VERSION", None) or "1")
-    try:
-        source = inspect.getsource(module) if module is not None else inspect.getsource(fn)
-    except (OSError, TypeError):
-        source = getattr(getattr(fn, "__code__", None), "co_code", b"").hex()
-    return version, sha256(source)[:16]
+    return version, module_digest(module) if module is not None else function_digest(fn)[:16]
 
 
 class DatumCache:

@@ -168,7 +168,9 @@ class Result(_Frozen):
     analysis: str
     """Name of the analysis function."""
     analysis_version: str
-    """Version of the analysis: results change only when data or this version change."""
+    """Version of the analysis as it labels itself. A stored result carries its analysis's content version
+    instead (`Analysis.content_version`: the label + a digest of its code and declared fields): the code that
+    first produced the row (a rerun that reproduces a row leaves it, as it leaves its run id)."""
 
 
 class CascadeConfig(_Frozen):

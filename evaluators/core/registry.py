@@ -8,13 +8,15 @@ an *analysis* turns observations (data of many units) into results (pure, versio
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from adapters.exceptions import UnknownNameError
-from adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
+from adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn, stable_id
 from evaluators.core.model import Component, DataDefinition, Layer, Result, Value
+from evaluators.core.source import closure_digest, function_digest
 from knowledge_packs import KnowledgePack
 
 
@@ -102,12 +104,26 @@ class Analysis:
 
     name: str
     version: str
+    """The label people read and bump for a change of meaning (approved suites record it); what decides a
+    rerun is `content_version`."""
     fn: AnalysisFn
     reads: tuple[str, ...] = ()
     """Other components whose data it reads (`*`: every component); its own component's data always. The
     pipeline graph draws its edges from this, so a data change reruns exactly the analyses that read it."""
     reads_clauses: bool = False
     """Whether it reads the pack's clauses (editing a clause reruns it)."""
+
+    @cached_property
+    def content_version(self) -> str:
+        """`<version>+<12 hex>`: the label and a digest of every declared field (name, version, reads, ...),
+        of which function `fn` is, and of the source of its module and of the project modules that module
+        imports, transitively (`evaluators.core.source`). Editing the analysis or a helper it calls, in its
+        module or another, changes it with or without a bump; so do edits elsewhere in those modules, so the
+        analyses defined in (or importing) one module rerun together. Computed once per process, when the
+        pipeline first asks; the stored results' `analysis_version` is this."""
+        declared = tuple((f.name, repr(getattr(self, f.name))) for f in fields(self) if f.name != "fn")
+        digest = stable_id(declared, function_digest(self.fn), closure_digest(self.fn))
+        return f"{self.version}+{digest[:12]}"
 
 
 @dataclass(frozen=True)

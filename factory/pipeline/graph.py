@@ -7,7 +7,8 @@ Nodes, each with the step of section 8 it belongs to and a fingerprint:
     clause:<id>                (3 collect)  one policy clause of the pack
     definition:<item>          (3 collect)  rho and the collector identity: v of the definition in this cascade
     data:<item>                (3 collect)  the atomic data of one definition over every unit
-    analysis:<name>            (3 analyze)  f, reading the data of its own and its declared components
+    analysis:<name>            (3 analyze)  f (its content version: code and declared fields), reading the data
+                                            of its own and its declared components
     component:<name>           (3 analyze)  the component's stored results
     audit, act                 (4, 5)       the inner and outer loops' entry points (not built in this milestone)
 
@@ -95,7 +96,7 @@ def build_graph(
             # Which clauses are invariants changes how the conduct analysis reads the data, not the data
             # (Clause.digest leaves the flag out), so the flag enters the analysis node only.
             flags = sorted(c.id for c in pack.clauses if c.invariant) if a.reads_clauses else []
-            g.add_node(an, step="analyze", own=_h(a.name, a.version, flags), component=spec.name)
+            g.add_node(an, step="analyze", own=_h(a.name, a.content_version, flags), component=spec.name)
             g.add_edge("knowledge", an)
             g.add_edge("traces", an)  # the horizon and the population are the traces'
             if a.reads_clauses:

@@ -45,6 +45,6 @@ def make_plan(store: Store, graph: nx.DiGraph, *, traces: TracesState, horizon: 
     if prev is not None and d.items:
         reasons.append(f"{len(d.items)} definition(s) changed")
     elif prev is not None and d.analyses and not d.traces_changed:
-        reasons.append(f"{len(d.analyses)} analysis(es) changed (version or invariants)")
+        reasons.append(f"{len(d.analyses)} analysis(es) changed (code, declared fields or invariants)")
     return Plan(trigger="; ".join(reasons) or "nothing changed", dirty=d, users=users,
                 visit_all=users is None or bool(d.items and prev is not None), users_total=all_user_keys(store))

@@ -188,7 +188,9 @@ def _load_rows(store: Store, *, items: Collection[str], all_segments: bool) -> d
 
 
 _RESULT_CONTENT = ("component", "layer", "metric", "stratum", "unit_id", "value", "low", "high", "n", "note",
-                   "analysis", "analysis_version")
+                   "analysis")
+"""What makes two result rows the same; `run_id` and `analysis_version` (the analysis's content version) say
+which run and which code first produced the row, so a rerun that reproduces it leaves it as it was."""
 
 
 def merge_results(store: Store, rows: Sequence[dict[str, Any]], *, analyses: Collection[str],
