@@ -1,5 +1,5 @@
 """`python -m factory` is the `agent-factory` command."""
 
-from factory.cli import main
+from agent_factory.factory.cli import main
 
 main()

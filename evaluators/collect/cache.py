@@ -23,9 +23,9 @@ from typing import Any
 
 import diskcache
 
-from evaluators.core.model import AtomicDatum
-from evaluators.core.registry import EngagementView, SpanView, get_rule
-from evaluators.core.source import function_digest, module_digest
+from agent_factory.evaluators.core.model import AtomicDatum
+from agent_factory.evaluators.core.registry import EngagementView, SpanView, get_rule
+from agent_factory.evaluators.core.source import function_digest, module_digest
 
 _DATUM = "d:"
 _ANSWER = "a:"

@@ -35,7 +35,7 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
-from adapters.model import stable_id
+from agent_factory.adapters.model import stable_id
 
 _FRAMEWORK = __name__.partition(".")[0]
 _PLAIN = (str, int, float, bool, bytes, type(None))

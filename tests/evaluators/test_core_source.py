@@ -10,9 +10,9 @@ from types import ModuleType
 
 import pytest
 
-from evaluators.components.execution import analysis as execution
-from evaluators.core import Analysis, Result
-from evaluators.core.source import closure_digest, function_digest, module_digest
+from agent_factory.evaluators.components.execution import analysis as execution
+from agent_factory.evaluators.core import Analysis, Result
+from agent_factory.evaluators.core.source import closure_digest, function_digest, module_digest
 
 BODY = '''
 LIMIT = {limit}

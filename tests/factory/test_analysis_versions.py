@@ -20,18 +20,18 @@ from types import ModuleType
 import pytest
 from typer.testing import CliRunner
 
-from evaluators.components.provenance import analysis as provenance
-from evaluators.core import Analysis, ComponentSpec, get_component, register_component
-from factory.cli import app
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
+from agent_factory.evaluators.components.provenance import analysis as provenance
+from agent_factory.evaluators.core import Analysis, ComponentSpec, get_component, register_component
+from agent_factory.factory.cli import app
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
 
 PROBE_HELPERS = '''
 def share(hits: list[bool]) -> float:
     return sum(hits) / len(hits) if hits else 0.0
 '''
 PROBE_SHARE = '''
-from evaluators.core.model import Result
+from agent_factory.evaluators.core.model import Result
 from af_probe.helpers import share
 
 
@@ -41,7 +41,7 @@ def probe_share(obs, pack):
                    analysis="probe.share", analysis_version="1")]
 '''
 PROBE_COUNT = '''
-from evaluators.core.model import Result
+from agent_factory.evaluators.core.model import Result
 
 
 def probe_count(obs, pack):
