@@ -1,7 +1,7 @@
 """H: trace formats -> the normalized four-layer model. Imports nothing else of this project."""
 
-from adapters.base import Adapter, AdapterItem, Quarantine, adapter_names, detect, get_adapter
-from adapters.model import (
+from agent_factory.adapters.base import Adapter, AdapterItem, Quarantine, adapter_names, detect, get_adapter
+from agent_factory.adapters.model import (
     Conversation,
     DeliveryState,
     Engagement,

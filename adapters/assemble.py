@@ -15,12 +15,12 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from adapters.base import Quarantine
-from adapters.model import DeliveryState, Span, Turn
-from adapters.otel.messages import (
+from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.model import DeliveryState, Span, Turn
+from agent_factory.adapters.otel.messages import (
     indexed_messages, last_user_text, maybe_json, model_messages, part_text, reply_text,
 )
-from adapters.otel.toolcalls import attach_tool_calls
+from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
 """Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""

@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.exceptions import SpecError, UnknownNameError
-from adapters.model import Conversation, OutcomeEvent, Span, Turn
+from agent_factory.adapters.exceptions import SpecError, UnknownNameError
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 
 HEAD_BYTES = 65536
 """How much of a file `detect` reads to sniff its format."""
@@ -77,7 +77,7 @@ def register(adapter: Adapter, *, priority: int | None = None) -> Adapter:
 
 def _load_builtins() -> None:
     # Imported for their registration side effect; late so this module stays import-cycle free.
-    import adapters.builtin  # noqa: F401
+    import agent_factory.adapters.builtin  # noqa: F401
 
 
 def adapter_names() -> list[str]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from adapters.base import register
-from adapters.chat import OpenAIChatAdapter, TauBenchAdapter
-from adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
-from adapters.steplog import RunContractAdapter, StepLogAdapter
-from adapters.who_when import WhoWhenAdapter
+from agent_factory.adapters.base import register
+from agent_factory.adapters.chat import OpenAIChatAdapter, TauBenchAdapter
+from agent_factory.adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
+from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
+from agent_factory.adapters.who_when import WhoWhenAdapter
 
 for _adapter in (
     NestedSpanTreeAdapter(),

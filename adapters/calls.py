@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from adapters.assemble import (
+from agent_factory.adapters.assemble import (
     ANSWER_SOURCE, ANSWER_SPAN, LLM_INPUT, LLM_OUTPUT, REQUEST_SOURCE, REQUEST_SPAN, SESSION_KEYS, USER_KEYS,
     delivery_of, first_attr, roots_first, turn_attributes,
 )
-from adapters.model import Span, Turn, stable_id
-from adapters.otel.messages import model_messages, reply_text
-from adapters.otel.toolcalls import attach_tool_calls
+from agent_factory.adapters.model import Span, Turn, stable_id
+from agent_factory.adapters.otel.messages import model_messages, reply_text
+from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 
 CALL_GROUP = "call_group"
 """Turn attribute of a turn built from client-only calls: the key of its conversation's call group (a session

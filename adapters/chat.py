@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters.base import AdapterItem
-from adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
-from adapters.chat_messages import ROLES, convert_messages
-from adapters.model import Conversation, OutcomeEvent
+from agent_factory.adapters.base import AdapterItem
+from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
+from agent_factory.adapters.chat_messages import ROLES, convert_messages
+from agent_factory.adapters.model import Conversation, OutcomeEvent
 
 _RECORD_KEYS = ("messages", "traj", "steps")
 

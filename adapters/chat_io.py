@@ -20,9 +20,9 @@ import ijson
 from ijson.common import ObjectBuilder
 from pydantic import ValidationError
 
-from adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
-from adapters.jsonio import iter_json_array, iter_json_lines
-from adapters.model import Conversation
+from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
+from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
+from agent_factory.adapters.model import Conversation
 
 Layout = Literal["lines", "array", "document"]
 """`lines`: one record per line; `array`: a JSON array of records; `document`: the whole file is one record."""

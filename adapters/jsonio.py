@@ -24,7 +24,7 @@ from typing import Any
 import ijson
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.base import Quarantine
+from agent_factory.adapters.base import Quarantine
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
 """Default longest string field kept whole (8 MiB characters); a longer one is cut, head and tail kept."""

@@ -36,11 +36,11 @@ from pydantic import (
     BaseModel, ConfigDict, Field, StrictBool, ValidationError, ValidationInfo, field_validator, model_validator,
 )
 
-from adapters.base import AdapterItem
-from adapters.chat_io import (
+from agent_factory.adapters.base import AdapterItem
+from agent_factory.adapters.chat_io import (
     RecordProblem, first_record, json_safe, json_type, problem_from, read_conversations, to_text,
 )
-from adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
+from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
 
 StepType = Literal["model_call", "tool_call", "reasoning", "thought", "retrieval", "embedding", "agent", "other"]
 """Step types of the step log; `other` is for anything else (its `name` says what)."""

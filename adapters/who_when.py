@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.assemble import REQUEST_SOURCE
-from adapters.base import AdapterItem, HEAD_BYTES
-from adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
-from adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
+from agent_factory.adapters.assemble import REQUEST_SOURCE
+from agent_factory.adapters.base import AdapterItem, HEAD_BYTES
+from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
+from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
 
 HUMAN_ROLES = frozenset({"human"})
 """Roles (without a `name`) of the person who asked: not an agent, so not a span."""

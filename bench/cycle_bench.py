@@ -39,8 +39,8 @@ NEW = "Each reservation can have at most four passengers."
 BUILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from factory.compile import build_suite
-from factory.review import approve_suite
+from agent_factory.factory.compile import build_suite
+from agent_factory.factory.review import approve_suite
 spec, suite = Path(sys.argv[1]), Path(sys.argv[2])
 t0 = time.perf_counter()
 rep = build_suite(spec, pack="airline", out=suite)
@@ -52,9 +52,9 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "clauses": len(rep.clause
 INGEST = r"""
 import json, resource, sys, time
 from pathlib import Path
-from factory.ingest import ingest_paths
-from factory.store import Store
-from factory.suite import load_suite
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.store import Store
+from agent_factory.factory.suite import load_suite
 traces, store, suite = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 t0 = time.perf_counter()
 with Store(store) as st:
@@ -67,10 +67,10 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "read": rep.read, "accept
 RUN = r"""
 import json, resource, sys, time
 from pathlib import Path
-from evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from factory.run import Runner
-from factory.store import Store
-from factory.suite import load_suite
+from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+from agent_factory.factory.run import Runner
+from agent_factory.factory.store import Store
+from agent_factory.factory.suite import load_suite
 store, cache, suite, full = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "full"
 t0 = time.perf_counter()
 with Store(store) as st:

@@ -26,9 +26,9 @@ from common import child_json  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from factory.store import Store
-from factory.ingest import ingest_paths
-from knowledge_packs import load_pack
+from agent_factory.factory.store import Store
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.knowledge_packs import load_pack
 src, store = Path(sys.argv[1]), Path(sys.argv[2])
 pack = load_pack(sys.argv[3])
 t0 = time.perf_counter()
@@ -112,7 +112,7 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    from factory.simulate import SimConfig, simulate
+    from agent_factory.factory.simulate import SimConfig, simulate
 
     rows = []
     for size in args.sizes.split(","):

@@ -29,11 +29,11 @@ from common import child_json  # noqa: E402
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from evaluators.provenance import scan_turn
-from factory.ingest import ingest_paths
-from factory.store import Store
-from factory.units import iter_user_units
-from knowledge_packs import load_pack
+from agent_factory.evaluators.provenance import scan_turn
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.store import Store
+from agent_factory.factory.units import iter_user_units
+from agent_factory.knowledge_packs import load_pack
 src, store, pack = Path(sys.argv[1]), Path(sys.argv[2]), load_pack(sys.argv[3])
 t0 = time.perf_counter()
 with Store(store) as st:
@@ -54,7 +54,7 @@ print(json.dumps({"records": rep.read, "turns": len(turns), "texts": len(texts),
 
 def corpus_report(path: Path, pack_name: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from knowledge_packs import load_pack
+    from agent_factory.knowledge_packs import load_pack
     from tests.evaluators.injection_corpus import describe, load, score
 
     s = score(load(path), load_pack(pack_name))
@@ -94,7 +94,7 @@ def main() -> None:
     for src in args.traffic:
         traffic_report(src, args.workdir, args.pack)
     if args.simulate:
-        from factory.simulate import SimConfig, simulate
+        from agent_factory.factory.simulate import SimConfig, simulate
 
         out = args.workdir / f"sim-{args.simulate}"
         simulate(SimConfig(users=args.simulate, seed=1), out)

@@ -26,10 +26,10 @@ from common import child_json  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
-from evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from factory.run import Runner
-from factory.store import Store
-from factory.suite import load_suite
+from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+from agent_factory.factory.run import Runner
+from agent_factory.factory.store import Store
+from agent_factory.factory.suite import load_suite
 store, cache, full = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full"
 with Store(store) as st:
     suite = load_suite(None, pack="business_analysis", store=st)
@@ -63,10 +63,10 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    from factory.ingest import ingest_paths
-    from factory.simulate import SimConfig, simulate
-    from factory.store import Store
-    from knowledge_packs import load_pack
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.simulate import SimConfig, simulate
+    from agent_factory.factory.store import Store
+    from agent_factory.knowledge_packs import load_pack
 
     rows = []
     for size in args.sizes.split(","):

@@ -42,7 +42,7 @@ TRAJECTORY_EVENTS = ("request_replay", "verbatim_replay", "context_repair", "cla
 
 
 def _cli(*args: str) -> None:
-    cmd = [sys.executable, "-m", "factory", *args]
+    cmd = [sys.executable, "-m", "agent_factory", *args]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if done.returncode not in (0,):
         raise SystemExit(f"{' '.join(args[:1])} failed (rc {done.returncode}): {done.stderr.strip()[-2000:]}")
@@ -66,7 +66,7 @@ def collect_flags(store: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tup
     """(conversation id -> {task, failed, messages, writes}, flag -> (meaning, conversation id -> 0/1/None))."""
     import duckdb
 
-    from knowledge_packs import load_pack
+    from agent_factory.knowledge_packs import load_pack
 
     con = duckdb.connect(str(store), read_only=True)
     convs: dict[str, dict[str, Any]] = {}
@@ -148,7 +148,7 @@ def collect_flags(store: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tup
 
 def evaluate(convs: dict[str, dict[str, Any]], flags: dict[str, tuple[str, dict[str, int | None]]], *,
              boot: int) -> list[dict[str, Any]]:
-    from evaluators.stats import cluster_auc
+    from agent_factory.evaluators.stats import cluster_auc
 
     rows: list[dict[str, Any]] = []
 

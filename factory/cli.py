@@ -17,10 +17,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from adapters.base import adapter_names, get_adapter
-from adapters.exceptions import AgentFactoryError, SpecError
-from adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
-from factory.store import DEFAULT_STORE, Store
+from agent_factory.adapters.base import adapter_names, get_adapter
+from agent_factory.adapters.exceptions import AgentFactoryError, SpecError
+from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
+from agent_factory.factory.store import DEFAULT_STORE, Store
 
 EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
@@ -98,7 +98,7 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Write simulated traffic of a business-analysis agent (OTLP JSON lines) with its ground truth."""
-    from factory.simulate import SimConfig, load_config, simulate as run_sim
+    from agent_factory.factory.simulate import SimConfig, load_config, simulate as run_sim
 
     overrides = {k: v for k, v in (("users", users), ("seed", seed)) if v is not None}
     try:
@@ -136,8 +136,8 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Read trace files into the store: each file atomically, bad records quarantined with a reason."""
-    from factory.ingest import ingest_paths
-    from knowledge_packs import load_pack
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.knowledge_packs import load_pack
 
     try:
         if fmt is not None:
@@ -203,9 +203,9 @@ def build(
     as_json: JsonOpt = False,
 ) -> None:
     """Compile a role spec into a reviewable evaluator suite: clauses, data definitions, schemas, manifest."""
-    from evaluators.collect import DatumCache, load_model_config
-    from evaluators.collect.backends import CallCounters
-    from factory.compile import COMPILER_VERSION, build_suite
+    from agent_factory.evaluators.collect import DatumCache, load_model_config
+    from agent_factory.evaluators.collect.backends import CallCounters
+    from agent_factory.factory.compile import COMPILER_VERSION, build_suite
 
     if not spec.exists():
         raise _fail(AgentFactoryError(f"{spec}: no such spec file"))
@@ -282,10 +282,10 @@ UnapprovedOpt = Annotated[
 def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, config: Path | None,
             cache_dir: Path | None, unapproved: bool, concurrency: int = 8, full: bool = False) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs)."""
-    from evaluators.collect import Budget, Cascade, DatumCache, load_model_config
-    from evaluators.collect.prompt import template_dir
-    from factory.run import Runner
-    from factory.suite import load_suite
+    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
+    from agent_factory.evaluators.collect.prompt import template_dir
+    from agent_factory.factory.run import Runner
+    from agent_factory.factory.suite import load_suite
 
     chosen = load_suite(suite, pack=pack, store=st, allow_unapproved=unapproved)
     ingested = st.get_meta("pack")
@@ -400,8 +400,8 @@ def watch(
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest new trace files as they appear in DIR and run the pipeline on them (only new units are computed)."""
-    from factory.watch import Cycle
-    from factory.watch import watch as run_watch
+    from agent_factory.factory.watch import Cycle
+    from agent_factory.factory.watch import watch as run_watch
 
     if not directory.is_dir():
         raise _fail(AgentFactoryError(f"{directory}: not a directory"))
@@ -427,7 +427,7 @@ def watch(
             out.print(_run_line(c.run), markup=False)
 
     try:
-        from factory.suite import load_suite
+        from agent_factory.factory.suite import load_suite
 
         with Store(store) as st:  # the suite's pack also segments the traffic at ingest
             kp = load_suite(suite, pack=pack, store=st, allow_unapproved=unapproved).pack
@@ -482,4 +482,4 @@ def main() -> None:  # pragma: no cover - console entry
     app()
 
 
-from factory import cli_review  # noqa: E402,F401  (registers diff and approve)
+from agent_factory.factory import cli_review  # noqa: E402,F401  (registers diff and approve)

@@ -12,8 +12,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from adapters.exceptions import AgentFactoryError
-from factory.cli import JsonOpt, _emit_json, _fail, app, err, out
+from agent_factory.adapters.exceptions import AgentFactoryError
+from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
 
 
 def _missing(path: Path) -> typer.Exit | None:
@@ -30,7 +30,7 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a spec change does: clauses, data definitions (what a rerun recollects), evaluator versions."""
-    from factory.review import suite_diff
+    from agent_factory.factory.review import suite_diff
 
     for path in (old, new):
         if (e := _missing(path)) is not None:
@@ -89,7 +89,7 @@ def approve(
     as_json: JsonOpt = False,
 ) -> None:
     """Approve a reviewed suite: snapshot its files into DIR/approved/; runs use that snapshot."""
-    from factory.review import approval_status, approve_suite
+    from agent_factory.factory.review import approval_status, approve_suite
 
     if (e := _missing(directory)) is not None:
         raise e

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import yaml
 
-from adapters.exceptions import SpecError, UnknownNameError
-from evaluators.collect.prompt import template_dir, template_digest
-from evaluators.collect.schema import build_sigma, json_schema
-from evaluators.core import (
+from agent_factory.adapters.exceptions import SpecError, UnknownNameError
+from agent_factory.evaluators.collect.prompt import template_dir, template_digest
+from agent_factory.evaluators.collect.schema import build_sigma, json_schema
+from agent_factory.evaluators.core import (
     AnalysisRef,
     ComponentSpec,
     DataDefinition,
@@ -30,7 +30,7 @@ from evaluators.core import (
     get_rule,
     load_yaml_model,
 )
-from knowledge_packs import KnowledgePack
+from agent_factory.knowledge_packs import KnowledgePack
 
 PACK_FILE = "pack.yaml"
 TEMPLATE_KINDS = ("checklist", "jury")

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.base import Adapter, Quarantine, detect, get_adapter
-from adapters.exceptions import SpecError
-from adapters.jsonio import FieldCut, FieldLimits, reading
-from adapters.model import Conversation, OutcomeEvent, Span, Turn
-from factory.store import Store, dumps, event_row
-from factory.writer import MAX_REPORTED_ERRORS, FileWriter
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
+from agent_factory.factory.store import Store, dumps, event_row
+from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class FileReport(BaseModel):

@@ -22,10 +22,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from adapters.exceptions import SpecError
-from evaluators.core import COMPONENTS
-from factory.evaluator_file import refresh
-from factory.suite import (
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.core import COMPONENTS
+from agent_factory.factory.evaluator_file import refresh
+from agent_factory.factory.suite import (
     APPROVAL_FILE,
     APPROVED_DIR,
     INVARIANTS_FILE,
@@ -42,7 +42,7 @@ from factory.suite import (
     snapshot_digest,
     suite_hashes,
 )
-from knowledge_packs.model import Clause
+from agent_factory.knowledge_packs.model import Clause
 
 SPEC_SUFFIXES = (".md", ".txt")
 _HASH_SUFFIX = re.compile(r"_[0-9a-f]{6}(?:_\d+)?$")
@@ -229,7 +229,7 @@ def _side(path: Path, *, pack: str, scratch: Path) -> Path:
     """A suite directory for `path`: itself, or the suite a spec file compiles to (under `scratch`)."""
     if path.is_file() and path.suffix.lower() in SPEC_SUFFIXES:
         # The compiler is imported only when a spec file needs compiling.
-        from factory.compile import build_suite
+        from agent_factory.factory.compile import build_suite
 
         out = scratch / str(len(list(scratch.iterdir()))) / path.stem
         build_suite(path, pack=pack, out=out)

@@ -20,10 +20,10 @@ from typing import Any, Protocol
 import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
-from adapters.model import Conversation, EvidencePointer, Turn
-from evaluators.collect.reasons import reason_category, retry_later
-from evaluators.provenance import ProvenanceRecord
-from evaluators.core import (
+from agent_factory.adapters.model import Conversation, EvidencePointer, Turn
+from agent_factory.evaluators.collect.reasons import reason_category, retry_later
+from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.evaluators.core import (
     AtomicDatum,
     ComponentSpec,
     DataDefinition,
@@ -33,10 +33,10 @@ from evaluators.core import (
     Result,
     SpanView,
 )
-from factory.pipeline.graph import VERSION as GRAPH_VERSION
-from factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
-from factory.pipeline.plan import Plan, make_plan
-from factory.pipeline.state import (
+from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
+from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
+from agent_factory.factory.pipeline.plan import Plan, make_plan
+from agent_factory.factory.pipeline.state import (
     count_rows,
     current_sources,
     data_counts,
@@ -46,9 +46,9 @@ from factory.pipeline.state import (
     merge_results,
     save_state,
 )
-from factory.store import Batch, Store, dumps
-from factory.units import UserUnits, iter_user_units
-from knowledge_packs import KnowledgePack
+from agent_factory.factory.store import Batch, Store, dumps
+from agent_factory.factory.units import UserUnits, iter_user_units
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class Collector(Protocol):

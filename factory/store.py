@@ -19,8 +19,8 @@ from typing import Any, Literal
 import duckdb
 import pyarrow as pa
 
-from adapters.exceptions import StoreError
-from adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
+from agent_factory.adapters.exceptions import StoreError
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 
 SCHEMA_VERSION = 3
 DEFAULT_MEMORY = "512MB"

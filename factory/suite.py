@@ -34,18 +34,18 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from adapters.exceptions import AgentFactoryError, SpecError
-from evaluators.core import (
+from agent_factory.adapters.exceptions import AgentFactoryError, SpecError
+from agent_factory.evaluators.core import (
     COMPONENTS,
     Component,
     ComponentSpec,
     get_component,
     load_yaml_model,
 )
-from factory.evaluator_file import EVALUATORS_DIR, load_evaluator
-from factory.store import Store
-from knowledge_packs import KnowledgePack, load_pack, resolve_pack
-from knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
+from agent_factory.factory.evaluator_file import EVALUATORS_DIR, load_evaluator
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack
+from agent_factory.knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
 
 SUITE_FILE = "suite.yaml"
 MANIFEST_FILE = "manifest.json"

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 
-from adapters.model import Conversation, Engagement, OutcomeEvent, Turn, stable_id
-from evaluators.core import EngagementView
-from factory.store import Store
+from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent, Turn, stable_id
+from agent_factory.evaluators.core import EngagementView
+from agent_factory.factory.store import Store
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from factory.ingest import IngestReport, expand_paths, ingest_paths
-from factory.run import RunReport
-from factory.store import Store
-from knowledge_packs import KnowledgePack
+from agent_factory.factory.ingest import IngestReport, expand_paths, ingest_paths
+from agent_factory.factory.run import RunReport
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class Cycle(BaseModel):

@@ -12,15 +12,15 @@ from datetime import UTC, datetime
 import duckdb
 import pyarrow as pa
 
-from adapters.assemble import assemble_turn, split_trace
-from adapters.base import Quarantine
-from adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
-from adapters.model import Conversation, Span, Turn
-from adapters.otel.toolcalls import DERIVED
-from evaluators.provenance import provenance_record
-from evaluators.provenance.endings import classify as classify_ending
-from factory.store import Batch, Store, conversation_row, event_row, span_from_row, span_row, turn_row
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.assemble import assemble_turn, split_trace
+from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
+from agent_factory.adapters.model import Conversation, Span, Turn
+from agent_factory.adapters.otel.toolcalls import DERIVED
+from agent_factory.evaluators.provenance import provenance_record
+from agent_factory.evaluators.provenance.endings import classify as classify_ending
+from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_from_row, span_row, turn_row
+from agent_factory.knowledge_packs import KnowledgePack
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MAX_REPORTED_ERRORS = 1000

@@ -4,7 +4,7 @@
 that can be loaded; `default_pack_path()` is the target of this project's own entry point.
 """
 
-from knowledge_packs.loader import (
+from agent_factory.knowledge_packs.loader import (
     GROUP,
     default_pack_path,
     list_packs,
@@ -12,7 +12,7 @@ from knowledge_packs.loader import (
     pack_entry_points,
     resolve_pack,
 )
-from knowledge_packs.model import (
+from agent_factory.knowledge_packs.model import (
     REAL_SEGMENT,
     Baselines,
     CoveragePolicy,

@@ -19,8 +19,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from adapters.exceptions import SpecError, UnknownNameError
-from knowledge_packs.model import KnowledgePack
+from agent_factory.adapters.exceptions import SpecError, UnknownNameError
+from agent_factory.knowledge_packs.model import KnowledgePack
 
 GROUP = "agent_factory.knowledge_packs"
 """Entry-point group under which third-party packages register packs."""

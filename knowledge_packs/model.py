@@ -28,7 +28,7 @@ from pydantic import (
     model_validator,
 )
 
-from adapters.model import stable_id
+from agent_factory.adapters.model import stable_id
 
 T = TypeVar("T")
 

@@ -5,8 +5,8 @@ with `adapters.assemble`. Attribute conventions (OpenInference, OTel GenAI, Verc
 typed span fields in `adapters.otel.attributes`.
 """
 
-from adapters.otel.flat import FlatSpanLinesAdapter
-from adapters.otel.nested import NestedSpanTreeAdapter
-from adapters.otel.otlp import OtlpJsonAdapter
+from agent_factory.adapters.otel.flat import FlatSpanLinesAdapter
+from agent_factory.adapters.otel.nested import NestedSpanTreeAdapter
+from agent_factory.adapters.otel.otlp import OtlpJsonAdapter
 
 __all__ = ["FlatSpanLinesAdapter", "NestedSpanTreeAdapter", "OtlpJsonAdapter"]

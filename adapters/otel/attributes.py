@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.model import SpanKind, TokenUsage
-from adapters.otel.messages import message_pairs, render_indexed_genai, render_messages, render_openinference
-from adapters.otel.values import AttributeValueError
+from agent_factory.adapters.model import SpanKind, TokenUsage
+from agent_factory.adapters.otel.messages import message_pairs, render_indexed_genai, render_messages, render_openinference
+from agent_factory.adapters.otel.values import AttributeValueError
 
 OPENINFERENCE_KINDS: dict[str, SpanKind] = {
     "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retrieval", "RERANKER": "retrieval", "EMBEDDING": "embedding",

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from adapters.base import AdapterItem, Quarantine, read_head
-from adapters.jsonio import iter_json_array, iter_json_lines
-from adapters.model import Span
-from adapters.otel.nested import flatten_tree
-from adapters.otel.records import record_parts
-from adapters.otel.spanbuild import BadField, build_span, quarantine
-from adapters.otel.stream import head_keys
+from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
+from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
+from agent_factory.adapters.model import Span
+from agent_factory.adapters.otel.nested import flatten_tree
+from agent_factory.adapters.otel.records import record_parts
+from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
+from agent_factory.adapters.otel.stream import head_keys
 
 SPAN_ID_KEYS = frozenset({"spanId", "span_id", "spanContext"})
 """Keys whose presence in a record's top level marks it as a span."""

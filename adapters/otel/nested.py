@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from adapters.base import AdapterItem, Quarantine
-from adapters.jsonio import limit_record
-from adapters.model import Span
-from adapters.otel.records import record_parts
-from adapters.otel.spanbuild import BadField, build_span, quarantine
-from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
+from agent_factory.adapters.base import AdapterItem, Quarantine
+from agent_factory.adapters.jsonio import limit_record
+from agent_factory.adapters.model import Span
+from agent_factory.adapters.otel.records import record_parts
+from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
+from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
 
 _CHILDREN = frozenset({"child_spans"})
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from adapters.base import AdapterItem, Quarantine, read_head
-from adapters.jsonio import iter_json_lines, limit_record
-from adapters.model import Span
-from adapters.otel.spanbuild import (
+from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
+from agent_factory.adapters.jsonio import iter_json_lines, limit_record
+from agent_factory.adapters.model import Span
+from agent_factory.adapters.otel.spanbuild import (
     BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
     require_id,
 )
-from adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
-from adapters.otel.timeutil import from_unix_nanos
+from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
+from agent_factory.adapters.otel.timeutil import from_unix_nanos
 
 LOGS_REJECTED = (
     "OTLP logs (GenAI events) are not read: message content must be on the spans; export traces with content "

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
-from adapters.otel.spanbuild import (
+from agent_factory.adapters.otel.spanbuild import (
     BadField, SpanParts, read_attributes, read_events, read_id, read_status, read_time, require_id,
 )
-from adapters.otel.timeutil import from_hrtime, from_unix_nanos, parse_instant, parse_iso_duration
+from agent_factory.adapters.otel.timeutil import from_hrtime, from_unix_nanos, parse_instant, parse_iso_duration
 
 Naming = Literal["snake", "vercel", "camel"]
 _SNAKE_HINTS = ("span_id", "trace_id", "parent_span_id", "span_name", "span_attributes")

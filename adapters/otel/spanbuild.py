@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from adapters.base import Quarantine
-from adapters.model import Span, SpanStatus
-from adapters.otel.attributes import exception_message, map_attributes
-from adapters.otel.timeutil import millis_between
-from adapters.otel.values import AttributeValueError, attribute_dict, jsonable
+from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.model import Span, SpanStatus
+from agent_factory.adapters.otel.attributes import exception_message, map_attributes
+from agent_factory.adapters.otel.timeutil import millis_between
+from agent_factory.adapters.otel.values import AttributeValueError, attribute_dict, jsonable
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
 _STATUS_WORDS: dict[str, SpanStatus] = {

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO, Literal
 import ijson
 from ijson.common import ObjectBuilder
 
-from adapters.base import Quarantine
+from agent_factory.adapters.base import Quarantine
 
 Event = tuple[Literal["value", "start", "end"], str, Any]
 _OPEN = ("start_map", "start_array")

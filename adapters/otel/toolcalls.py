@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from adapters.model import COMPLETE_WITHOUT, Span, stable_id
-from adapters.otel.messages import indexed_messages, maybe_json
+from agent_factory.adapters.model import COMPLETE_WITHOUT, Span, stable_id
+from agent_factory.adapters.otel.messages import indexed_messages, maybe_json
 
 TOOL_NAME_KEYS = ("tool.name", "gen_ai.tool.name", "ai.toolCall.toolName", "ai.toolCall.name")
 """Span attributes that name the tool a span called (OpenInference, OTel GenAI, Vercel AI SDK)."""

@@ -7,7 +7,7 @@ models.
     data = await cascade.collect(unit_id=turn.id, layer="trace", unit=turn, definitions=defs, pack=pack)
 """
 
-from evaluators.collect.backends import (
+from agent_factory.evaluators.collect.backends import (
     Backend,
     FatalModelError,
     LitellmBackend,
@@ -17,11 +17,11 @@ from evaluators.collect.backends import (
     backend_for,
     call_model,
 )
-from evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from evaluators.collect.cache import DatumCache, cache_key, call_key, rule_identity, unit_digest, version_digest
-from evaluators.collect.cascade import Cascade, Job
-from evaluators.collect.keys import CollectorKeys
-from evaluators.collect.reasons import (
+from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
+from agent_factory.evaluators.collect.cache import DatumCache, cache_key, call_key, rule_identity, unit_digest, version_digest
+from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.keys import CollectorKeys
+from agent_factory.evaluators.collect.reasons import (
     JURY_SPLIT,
     MODEL_ERROR,
     NO_JURY,
@@ -31,7 +31,7 @@ from evaluators.collect.reasons import (
     is_transient,
     reason_category,
 )
-from evaluators.collect.config import (
+from agent_factory.evaluators.collect.config import (
     BudgetLimits,
     ModelConfig,
     ModelSpec,
@@ -40,10 +40,10 @@ from evaluators.collect.config import (
     derive_family,
     load_model_config,
 )
-from evaluators.collect.project import ProjectedEvidence, ShownField, project
-from evaluators.collect.prompt import render_prompt, template_digest
-from evaluators.collect.redact import DefaultRedactor, Redaction, Redactor, load_redactor, redact_text
-from evaluators.collect.schema import ItemAnswer, build_sigma, locate_quote
+from agent_factory.evaluators.collect.project import ProjectedEvidence, ShownField, project
+from agent_factory.evaluators.collect.prompt import render_prompt, template_digest
+from agent_factory.evaluators.collect.redact import DefaultRedactor, Redaction, Redactor, load_redactor, redact_text
+from agent_factory.evaluators.collect.schema import ItemAnswer, build_sigma, locate_quote
 
 __all__ = [
     "BUDGET_EXHAUSTED", "JURY_SPLIT", "MODEL_ERROR", "NO_JURY", "NO_MODEL", "SCHEMA_INVALID",

@@ -24,10 +24,10 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from adapters.exceptions import CollectionError
-from evaluators.collect.budget import Budget
-from evaluators.collect.config import ModelSpec, RetryPolicy
-from evaluators.collect.schema import json_schema
+from agent_factory.adapters.exceptions import CollectionError
+from agent_factory.evaluators.collect.budget import Budget
+from agent_factory.evaluators.collect.config import ModelSpec, RetryPolicy
+from agent_factory.evaluators.collect.schema import json_schema
 
 # Never fetch litellm's cost map from the network; the copy shipped with litellm is used.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

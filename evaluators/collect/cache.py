@@ -24,8 +24,8 @@ from typing import Any
 
 import diskcache
 
-from evaluators.core.model import AtomicDatum
-from evaluators.core.registry import EngagementView, SpanView, get_rule
+from agent_factory.evaluators.core.model import AtomicDatum
+from agent_factory.evaluators.core.registry import EngagementView, SpanView, get_rule
 
 _DATUM = "d:"
 _ANSWER = "a:"

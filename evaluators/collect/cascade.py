@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from adapters.exceptions import SpecError
-from adapters.model import EvidencePointer
-from evaluators.collect.backends import (
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators.collect.backends import (
     Backend,
     BackendFactory,
     CallCounters,
@@ -34,13 +34,13 @@ from evaluators.collect.backends import (
     backend_for,
     call_model,
 )
-from evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
-from evaluators.collect.config import ModelConfig, ModelSpec, check_jury
-from evaluators.collect.keys import CollectorKeys
-from evaluators.collect.project import ProjectedEvidence, project
-from evaluators.collect.prompt import PromptKind, render_prompt
-from evaluators.collect.reasons import (
+from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
+from agent_factory.evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, check_jury
+from agent_factory.evaluators.collect.keys import CollectorKeys
+from agent_factory.evaluators.collect.project import ProjectedEvidence, project
+from agent_factory.evaluators.collect.prompt import PromptKind, render_prompt
+from agent_factory.evaluators.collect.reasons import (
     FATAL_MODEL_ERROR,
     JURY_SPLIT,
     MODEL_ERROR,
@@ -53,11 +53,11 @@ from evaluators.collect.reasons import (
     is_transient,
     reason_category,
 )
-from evaluators.collect.redact import Redactor, load_redactor
-from evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
-from evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
-from evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.collect.redact import Redactor, load_redactor
+from agent_factory.evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
+from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
+from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
+from agent_factory.knowledge_packs import KnowledgePack
 
 @dataclass(frozen=True)
 class Job:

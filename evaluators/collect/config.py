@@ -21,8 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from adapters.exceptions import SpecError
-from evaluators.core.model import CascadeConfig
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.core.model import CascadeConfig
 
 CONFIG_FILE = "agent-factory.toml"
 """Looked up in the working directory when no path is given."""

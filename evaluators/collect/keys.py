@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from adapters.model import EvidencePointer
-from evaluators.collect.cache import cache_key, rule_identity, sha256, version_digest
-from evaluators.collect.config import ModelConfig, ModelSpec
-from evaluators.collect.project import ProjectedEvidence
-from evaluators.collect.prompt import template_digest
-from evaluators.collect.redact import Redactor
-from evaluators.core.model import CollectorIdentity, DataDefinition, Tier
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators.collect.cache import cache_key, rule_identity, sha256, version_digest
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
+from agent_factory.evaluators.collect.project import ProjectedEvidence
+from agent_factory.evaluators.collect.prompt import template_digest
+from agent_factory.evaluators.collect.redact import Redactor
+from agent_factory.evaluators.core.model import CollectorIdentity, DataDefinition, Tier
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class CollectorKeys:

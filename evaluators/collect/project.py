@@ -20,10 +20,10 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.exceptions import SpecError
-from adapters.model import Conversation, Turn
-from evaluators.core.model import Layer, Projection
-from evaluators.core.registry import EngagementView, SpanView
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.model import Conversation, Turn
+from agent_factory.evaluators.core.model import Layer, Projection
+from agent_factory.evaluators.core.registry import EngagementView, SpanView
 
 VERSION = "1"
 """Version of the projection code: it enters every model datum's cache key through the evidence digest."""

@@ -21,11 +21,11 @@ from typing import Literal
 
 import jinja2
 
-from adapters.model import EvidencePointer
-from evaluators.collect import schema
-from evaluators.collect.project import ProjectedEvidence, ShownField
-from evaluators.collect.redact import Redaction, Redactor, redact_pieces, redact_text
-from evaluators.core.model import DataDefinition, Layer
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators.collect import schema
+from agent_factory.evaluators.collect.project import ProjectedEvidence, ShownField
+from agent_factory.evaluators.collect.redact import Redaction, Redactor, redact_pieces, redact_text
+from agent_factory.evaluators.core.model import DataDefinition, Layer
 
 VERSION = "1"
 """Version of the prompt-building code (evidence encoding); enters the template digest."""

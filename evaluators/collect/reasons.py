@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from evaluators.collect.budget import BUDGET_EXHAUSTED
+from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED
 
 NO_MODEL = "no model configured"
 NO_JURY = "jury required but no jury configured"

@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from adapters.model import EvidencePointer
-from evaluators.collect.project import ProjectedEvidence
-from evaluators.core.model import DataDefinition
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators.collect.project import ProjectedEvidence
+from agent_factory.evaluators.core.model import DataDefinition
 
 VERSION = "1"
 """Version of sigma's shape: it enters the template digest and so every model datum's cache key."""

@@ -1,6 +1,6 @@
 """The seven components; importing this package registers their definitions, rules and analyses."""
 
-from evaluators.components import (  # noqa: F401  (imported for registration)
+from agent_factory.evaluators.components import (  # noqa: F401  (imported for registration)
     adjudication,
     conduct,
     execution,

@@ -1,6 +1,6 @@
 """The evaluator as data (rho, pi, sigma, v), results, and the registries of rules, analyses and components."""
 
-from evaluators.core.model import (
+from agent_factory.evaluators.core.model import (
     COMPONENTS,
     LAYERS,
     AnalysisRef,
@@ -20,7 +20,7 @@ from evaluators.core.model import (
     Value,
     load_yaml_model,
 )
-from evaluators.core.registry import (
+from agent_factory.evaluators.core.registry import (
     Analysis,
     ComponentSpec,
     EngagementView,

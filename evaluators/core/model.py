@@ -14,8 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from adapters.exceptions import SpecError
-from adapters.model import EvidencePointer, stable_id
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.model import EvidencePointer, stable_id
 
 Component = Literal["execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication"]
 """The seven components: a spine (execution -> substance -> trajectory -> results), conduct across it, and

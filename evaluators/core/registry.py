@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from adapters.exceptions import UnknownNameError
-from adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
-from evaluators.core.model import Component, DataDefinition, Layer, Result, Value
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.exceptions import UnknownNameError
+from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
+from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 @dataclass(frozen=True)
@@ -182,11 +182,11 @@ def get_component(name: str) -> ComponentSpec:
 
 def components() -> list[ComponentSpec]:
     """Registered components in the design's order."""
-    from evaluators.core.model import COMPONENTS
+    from agent_factory.evaluators.core.model import COMPONENTS
 
     _load_builtins()
     return [_COMPONENTS[c] for c in COMPONENTS if c in _COMPONENTS]
 
 
 def _load_builtins() -> None:
-    import evaluators.components  # noqa: F401  (registers the built-in components and their rules)
+    import agent_factory.evaluators.components  # noqa: F401  (registers the built-in components and their rules)

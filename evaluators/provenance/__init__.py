@@ -6,10 +6,10 @@ evaluator (`find_injections`, `scan_turn`), all bundled by `provenance_record`. 
 that its results record.
 """
 
-from evaluators.provenance.attacks import InjectionFlag, find_injections, scan_turn
-from evaluators.provenance.coverage import Coverage, FieldCoverage, coverage
-from evaluators.provenance.record import VERSION, ProvenanceRecord, provenance_record
-from evaluators.provenance.segments import SegmentEvidence, SegmentResult, segment_turn
+from agent_factory.evaluators.provenance.attacks import InjectionFlag, find_injections, scan_turn
+from agent_factory.evaluators.provenance.coverage import Coverage, FieldCoverage, coverage
+from agent_factory.evaluators.provenance.record import VERSION, ProvenanceRecord, provenance_record
+from agent_factory.evaluators.provenance.segments import SegmentEvidence, SegmentResult, segment_turn
 
 __all__ = [
     "VERSION",

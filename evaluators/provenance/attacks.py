@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.model import EvidencePointer, Turn
-from evaluators.provenance import normalize as _norm
-from evaluators.provenance.prefilter import Prefilter
-from knowledge_packs import KnowledgePack, LexiconPattern
+from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.evaluators.provenance.prefilter import Prefilter
+from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
 
 VERSION = f"2+norm{_norm.VERSION}+decode{_norm.DECODE_VERSION}"
 """Version of the injection scan, including the text normalization and decoding it matches on."""

@@ -22,14 +22,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from adapters.assemble import (
+from agent_factory.adapters.assemble import (
     ANSWER_SOURCE, ANSWER_SPAN, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH,
 )
-from adapters.jsonio import CUT_PATTERN
-from adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
-from evaluators.provenance import normalize as _norm
-from evaluators.provenance.segments import lookup
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.jsonio import CUT_PATTERN
+from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.evaluators.provenance.segments import lookup
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = f"4+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""

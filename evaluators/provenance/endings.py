@@ -11,10 +11,10 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable
 
-from adapters.model import FAILED_STATES, Span, Turn
-from adapters.otel.toolcalls import tool_name_of
-from evaluators.provenance import normalize as _norm
-from knowledge_packs import KnowledgePack, compile_pattern
+from agent_factory.adapters.model import FAILED_STATES, Span, Turn
+from agent_factory.adapters.otel.toolcalls import tool_name_of
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.knowledge_packs import KnowledgePack, compile_pattern
 
 VERSION = f"1+norm{_norm.VERSION}"
 """Version of the ending rules, including the normalization the closing lexicon matches on."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 
-from evaluators.provenance.literals import B, Needs, first_chars, raw, raw_set, required_literals
-from knowledge_packs import compile_pattern
+from agent_factory.evaluators.provenance.literals import B, Needs, first_chars, raw, raw_set, required_literals
+from agent_factory.knowledge_packs import compile_pattern
 
 WINDOW_MIN = 4000
 """Texts longer than this are searched only around the anchors."""

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.model import Turn, stable_id
+from agent_factory.adapters.model import Turn, stable_id
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
-from evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
-from evaluators.provenance.attacks import InjectionFlag, scan_turn
-from evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
-from evaluators.provenance.coverage import Coverage, coverage
-from evaluators.provenance.endings import VERSION as ENDINGS_VERSION
-from evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
-from evaluators.provenance.segments import SegmentResult, segment_turn
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
+from agent_factory.evaluators.provenance.attacks import InjectionFlag, scan_turn
+from agent_factory.evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
+from agent_factory.evaluators.provenance.coverage import Coverage, coverage
+from agent_factory.evaluators.provenance.endings import VERSION as ENDINGS_VERSION
+from agent_factory.evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
+from agent_factory.evaluators.provenance.segments import SegmentResult, segment_turn
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = (f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
            f"endings={ENDINGS_VERSION}")

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from adapters.model import EvidencePointer, Turn
-from knowledge_packs import REAL_SEGMENT, KnowledgePack, SegmentRule, compile_pattern
+from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack, SegmentRule, compile_pattern
 
 VERSION = "1"
 """Version of the segmentation logic (the rules themselves are versioned with the pack)."""

@@ -5,7 +5,7 @@ Every function is deterministic: randomness only through an explicit `seed` or n
 Each module has a `VERSION`; a result should record the version of the module whose rule produced it.
 """
 
-from evaluators.stats.agreement import (
+from agent_factory.evaluators.stats.agreement import (
     ADMISSION_THRESHOLD,
     Admission,
     Kappa,
@@ -15,8 +15,8 @@ from evaluators.stats.agreement import (
     rating_counts,
     two_decimals,
 )
-from evaluators.stats.auc import AUC, cluster_auc, rank_auc
-from evaluators.stats.clustered import (
+from agent_factory.evaluators.stats.auc import AUC, cluster_auc, rank_auc
+from agent_factory.evaluators.stats.clustered import (
     ClusterRatio,
     cluster_bootstrap_ci,
     cluster_proportion_ci,
@@ -24,9 +24,9 @@ from evaluators.stats.clustered import (
     cluster_two_proportion_z,
     mean,
 )
-from evaluators.stats.estimate import Estimate
-from evaluators.stats.proportions import ProportionTest, proportion_ci, two_proportion_z
-from evaluators.stats.reliability import (
+from agent_factory.evaluators.stats.estimate import Estimate
+from agent_factory.evaluators.stats.proportions import ProportionTest, proportion_ci, two_proportion_z
+from agent_factory.evaluators.stats.reliability import (
     ICCKind,
     TwoWayAnova,
     VarianceComponents,
@@ -34,8 +34,8 @@ from evaluators.stats.reliability import (
     two_way_anova,
     variance_components,
 )
-from evaluators.stats.stratified import StratifiedEstimate, StratumSummary, stratified_mean
-from evaluators.stats.text import bigram_jaccard, char_bigrams, normalize_text
+from agent_factory.evaluators.stats.stratified import StratifiedEstimate, StratumSummary, stratified_mean
+from agent_factory.evaluators.stats.text import bigram_jaccard, char_bigrams, normalize_text
 
 __all__ = [
     "ADMISSION_THRESHOLD",

@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import Field
 from scipy import stats
 
-from evaluators.stats.estimate import Estimate, Frozen, check_confidence
-from evaluators.stats.proportions import ProportionTest, finish_test
+from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
+from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
 
 VERSION = "1"
 

@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import Field
 from scipy import stats
 
-from evaluators.stats.estimate import Estimate, Frozen, check_confidence
+from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
 
 VERSION = "1"
 

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import Field
 from scipy import stats
 
-from evaluators.stats.estimate import Estimate, Frozen, check_confidence
+from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
 
 VERSION = "1"
 

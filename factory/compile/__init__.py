@@ -4,8 +4,8 @@
     report = build_suite(Path("specs/airline_en.md"), pack="default", out=Path("suite"))
 """
 
-from factory.compile.compiler import compile_spec
-from factory.compile.model import (
+from agent_factory.factory.compile.compiler import compile_spec
+from agent_factory.factory.compile.model import (
     COMPILER_VERSION,
     BuildReport,
     ClauseSummary,
@@ -13,7 +13,7 @@ from factory.compile.model import (
     CompiledSpec,
     Uncompiled,
 )
-from factory.compile.suite_writer import build_suite
+from agent_factory.factory.compile.suite_writer import build_suite
 
 __all__ = [
     "COMPILER_VERSION", "BuildReport", "ClauseSummary", "CompiledClause", "CompiledSpec", "Uncompiled",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from factory.compile.detect import (
+from agent_factory.factory.compile.detect import (
     CONCEPTS,
     UPLOAD_KEYS,
     Detection,
@@ -26,9 +26,9 @@ from factory.compile.detect import (
     quoted,
     tool_condition,
 )
-from factory.compile.parse import Lang, Sentence
-from factory.compile.patterns import MINIMUM, Form, limits
-from knowledge_packs.model import ClauseCondition, ClauseLayer
+from agent_factory.factory.compile.parse import Lang, Sentence
+from agent_factory.factory.compile.patterns import MINIMUM, Form, limits
+from agent_factory.knowledge_packs.model import ClauseCondition, ClauseLayer
 
 MODEL_TIERS = ("small_model", "jury")
 """Tiers of an obligation no rule decides."""

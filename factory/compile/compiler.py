@@ -17,9 +17,9 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 
-from factory.compile import checks as _checks
-from factory.compile.checks import Check, build_check, question
-from factory.compile.detect import (
+from agent_factory.factory.compile import checks as _checks
+from agent_factory.factory.compile.checks import Check, build_check, question
+from agent_factory.factory.compile.detect import (
     CONCEPTS,
     Detection,
     Vocabulary,
@@ -30,17 +30,17 @@ from factory.compile.detect import (
     mode_condition,
     tool_condition,
 )
-from factory.compile.model import (
+from agent_factory.factory.compile.model import (
     Check as CheckModel,
     CompiledClause,
     CompiledSpec,
     Detector,
     Uncompiled,
 )
-from factory.compile.parse import Sentence, code_identifiers, sentences
-from factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
-from factory.compile.words import SPEC_MODE_ALIAS
-from knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer
+from agent_factory.factory.compile.parse import Sentence, code_identifiers, sentences
+from agent_factory.factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
+from agent_factory.factory.compile.words import SPEC_MODE_ALIAS
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer
 
 _ANAPHOR_SUBJECT = re.compile(r"^(?:this|these|that|those|it|they|such)\b|^(?:这|此|该|它)", re.I)
 _ANAPHOR_OBJECT = re.compile(r"\b(?:these|those|them|this|it)\s*$|(?:这些|那些|它们|此类)$", re.I)

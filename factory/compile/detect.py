@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evaluators.provenance.normalize import normalize
-from factory.compile.parse import Sentence
-from factory.compile.words import EN_MODE, ZH_MODE, mode_value
-from knowledge_packs.model import ClauseCondition, ConditionField
+from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.factory.compile.parse import Sentence
+from agent_factory.factory.compile.words import EN_MODE, ZH_MODE, mode_value
+from agent_factory.knowledge_packs.model import ClauseCondition, ConditionField
 
 DetectorHow = Literal["tool", "any_tool", "regex", "lexicon", "attribute", "answer", "context", "always"]
 """How a trigger is detected: named tools, any tool call, a regex, a pack lexicon, an attribute, any answer,

@@ -25,8 +25,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from factory.compile.model import CompiledClause, MergedCheck
-from knowledge_packs.model import Clause, ClauseCondition, KnowledgePack, compile_pattern
+from agent_factory.factory.compile.model import CompiledClause, MergedCheck
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition, KnowledgePack, compile_pattern
 
 
 def _tuning(key: str) -> bool:

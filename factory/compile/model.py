@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from factory.compile.detect import DetectorHow
-from factory.compile.patterns import FormKind, Polarity
-from knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
+from agent_factory.factory.compile.detect import DetectorHow
+from agent_factory.factory.compile.patterns import FormKind, Polarity
+from agent_factory.knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
 
 COMPILER_VERSION = "3"
 """Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""

@@ -23,35 +23,35 @@ from typing import Any, Literal, TypeVar, get_args
 import jinja2
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from adapters.exceptions import CollectionError
-from evaluators.collect.backends import CallCounters, backend_for, call_model
-from evaluators.collect.budget import Budget
-from evaluators.collect.cache import DatumCache, call_key
-from evaluators.collect.config import ModelConfig, ModelSpec
-from evaluators.collect.prompt import (
+from agent_factory.adapters.exceptions import CollectionError
+from agent_factory.evaluators.collect.backends import CallCounters, backend_for, call_model
+from agent_factory.evaluators.collect.budget import Budget
+from agent_factory.evaluators.collect.cache import DatumCache, call_key
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
+from agent_factory.evaluators.collect.prompt import (
     _json_data,  # the evaluator prompts' inert quoting: no text closes a tag
 )
-from evaluators.collect.redact import Redactor, load_redactor, redact_text
-from evaluators.collect.schema import json_schema
-from evaluators.components.conduct.definitions import (
+from agent_factory.evaluators.collect.redact import Redactor, load_redactor, redact_text
+from agent_factory.evaluators.collect.schema import json_schema
+from agent_factory.evaluators.components.conduct.definitions import (
     OBLIGATION_RULE,
     TRIGGER_RULE,
     describe,
 )
-from evaluators.core.registry import get_rule, rule_names
-from factory.compile.checks import MODEL_TIERS
-from factory.compile.compiler import _clause_id
-from factory.compile.detect import DetectorHow, always
-from factory.compile.model import (
+from agent_factory.evaluators.core.registry import get_rule, rule_names
+from agent_factory.factory.compile.checks import MODEL_TIERS
+from agent_factory.factory.compile.compiler import _clause_id
+from agent_factory.factory.compile.detect import DetectorHow, always
+from agent_factory.factory.compile.model import (
     Check,
     CompiledClause,
     CompiledSpec,
     Detector,
     Uncompiled,
 )
-from factory.compile.parse import Sentence, language, sentences
-from factory.compile.patterns import Form, FormKind, Polarity
-from knowledge_packs.model import (
+from agent_factory.factory.compile.parse import Sentence, language, sentences
+from agent_factory.factory.compile.patterns import Form, FormKind, Polarity
+from agent_factory.knowledge_packs.model import (
     Clause,
     ClauseCondition,
     ClauseKind,

@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from factory.compile import grammar as gr
-from factory.compile.parse import Lang
-from factory.compile.words import NEGATIVE_IMPERATIVES, NO_DUTY, ZH_ORDER_LEAD, is_order, zh_order
+from agent_factory.factory.compile import grammar as gr
+from agent_factory.factory.compile.parse import Lang
+from agent_factory.factory.compile.words import NEGATIVE_IMPERATIVES, NO_DUTY, ZH_ORDER_LEAD, is_order, zh_order
 
 FormKind = Literal["must", "must_not", "never", "only_if", "should", "if_then", "before"]
 """How a spec sentence binds, as the compiler recognised it."""

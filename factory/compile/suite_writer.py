@@ -34,17 +34,17 @@ from typing import Any
 
 import yaml
 
-from adapters.exceptions import SpecError
-from evaluators.collect.backends import CallCounters
-from evaluators.collect.cache import DatumCache
-from evaluators.collect.config import ModelConfig
-from evaluators.collect.prompt import TEMPLATES
-from evaluators.core import COMPONENTS
-from evaluators.components.conduct.definitions import describe
-from factory.compile.compiler import compile_spec
-from factory.compile.detect import ANY_TEXT
-from factory.compile.merge import check_text, merge_checks
-from factory.compile.model import (
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.collect.backends import CallCounters
+from agent_factory.evaluators.collect.cache import DatumCache
+from agent_factory.evaluators.collect.config import ModelConfig
+from agent_factory.evaluators.collect.prompt import TEMPLATES
+from agent_factory.evaluators.core import COMPONENTS
+from agent_factory.evaluators.components.conduct.definitions import describe
+from agent_factory.factory.compile.compiler import compile_spec
+from agent_factory.factory.compile.detect import ANY_TEXT
+from agent_factory.factory.compile.merge import check_text, merge_checks
+from agent_factory.factory.compile.model import (
     COMPILER_VERSION,
     BuildReport,
     ClauseSummary,
@@ -52,11 +52,11 @@ from factory.compile.model import (
     CompiledSpec,
     MergedCheck,
 )
-from factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
-from factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
-from knowledge_packs import KnowledgePack, load_pack
-from knowledge_packs.loader import resolve_pack
-from knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
+from agent_factory.factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
+from agent_factory.factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
+from agent_factory.knowledge_packs import KnowledgePack, load_pack
+from agent_factory.knowledge_packs.loader import resolve_pack
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
 
 MANIFEST = "manifest.json"
 _LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
@@ -238,7 +238,7 @@ def build_suite(
     model_name: str | None = None
     if model is not None and model.small is not None:
         # Imported here: only model builds need the orchestrator (and the model stack it imports).
-        from factory.compile.orchestrator import orchestrate
+        from agent_factory.factory.compile.orchestrator import orchestrate
 
         result = orchestrate(spec, text, model=model, cache=cache, lexicons=base_lexicons(base), layer=layer,
                              counters=counters)

@@ -2,6 +2,6 @@
 what the store keeps between runs to recompute only the descendants of a change (`state`). The runner in
 `factory.run` executes it; `factory.watch` triggers it on new trace files."""
 
-from factory.pipeline.graph import STEPS, Dirty, TracesState, build_graph, dirty, fingerprints
+from agent_factory.factory.pipeline.graph import STEPS, Dirty, TracesState, build_graph, dirty, fingerprints
 
 __all__ = ["STEPS", "Dirty", "TracesState", "build_graph", "dirty", "fingerprints"]

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from evaluators.components.conduct.definitions import clause_id_of
-from evaluators.core import ComponentSpec, DataDefinition
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.components.conduct.definitions import clause_id_of
+from agent_factory.evaluators.core import ComponentSpec, DataDefinition
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 """Version of the graph's shape and fingerprints: a change here makes the next run a full one."""

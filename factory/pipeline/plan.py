@@ -6,10 +6,10 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from factory.pipeline.graph import VERSION as GRAPH_VERSION
-from factory.pipeline.graph import Dirty, TracesState, dirty
-from factory.pipeline.state import all_user_keys, load_previous, users_touched
-from factory.store import Store
+from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
+from agent_factory.factory.pipeline.graph import Dirty, TracesState, dirty
+from agent_factory.factory.pipeline.state import all_user_keys, load_previous, users_touched
+from agent_factory.factory.store import Store
 
 
 @dataclass(frozen=True)

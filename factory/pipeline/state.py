@@ -14,8 +14,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaluators.core import Layer, UnitRow
-from factory.store import Store, arrow_rows
+from agent_factory.evaluators.core import Layer, UnitRow
+from agent_factory.factory.store import Store, arrow_rows
 
 GRAPH_VERSION_KEY = "pipeline.graph_version"
 HORIZON_KEY = "pipeline.horizon"

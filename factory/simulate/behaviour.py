@@ -17,8 +17,8 @@ from typing import Literal
 
 import numpy as np
 
-from factory.simulate.config import SimConfig
-from factory.simulate.texts import (
+from agent_factory.factory.simulate.config import SimConfig
+from agent_factory.factory.simulate.texts import (
     DIMS,
     METRICS,
     PERIODS,

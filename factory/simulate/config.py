@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from adapters.exceptions import SpecError
+from agent_factory.adapters.exceptions import SpecError
 
 FAST_OK_TOP_S = 10.0
 """Quick delivered normal answers (greetings, cached figures) take from 1 s up to this."""

@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from factory.simulate import texts
-from factory.simulate.config import SimConfig
-from factory.simulate.plan import TurnPlan
+from agent_factory.factory.simulate import texts
+from agent_factory.factory.simulate.config import SimConfig
+from agent_factory.factory.simulate.plan import TurnPlan
 
 PLANT_KINDS = ("blank", "replay", "disclosure", "template", "injection", "secret")
 """The `plant_<kind>_rate` knobs."""

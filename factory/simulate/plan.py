@@ -6,7 +6,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from factory.simulate.texts import Request
+from agent_factory.factory.simulate.texts import Request
 
 Segment = Literal["real", "internal", "test", "suggestion", "synthetic"]
 """Traffic segments: real users, internal and test accounts, cached suggestion clicks, synthetic probes."""

@@ -16,12 +16,12 @@ from functools import partial
 
 import numpy as np
 
-from adapters.model import stable_id
-from factory.simulate import behaviour, texts
-from factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
-from factory.simulate.defects import plant, plants_active
-from factory.simulate.plan import NS, SEEN_ANSWER, Exec, Segment, TurnPlan, trace_id
-from factory.simulate.texts import Request
+from agent_factory.adapters.model import stable_id
+from agent_factory.factory.simulate import behaviour, texts
+from agent_factory.factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
+from agent_factory.factory.simulate.defects import plant, plants_active
+from agent_factory.factory.simulate.plan import NS, SEEN_ANSWER, Exec, Segment, TurnPlan, trace_id
+from agent_factory.factory.simulate.texts import Request
 
 _ERRORS = ("upstream model timeout", "generation failed: internal error", "rate limited by model provider",
            "context length exceeded")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from factory.simulate.plan import TurnPlan
+from agent_factory.factory.simulate.plan import TurnPlan
 
 RECOVERY_EVENTS = ("request_replay", "verbatim_replay", "context_repair", "clarification_loop",
                    "session_termination")

@@ -13,7 +13,7 @@ import numpy as np
 
 # The replay definition's own measure (NFKC, case folding, whitespace runs), so what the simulator labels a
 # resend is exactly what the definition calls one.
-from evaluators.stats.text import bigram_jaccard, normalize_text
+from agent_factory.evaluators.stats.text import bigram_jaccard, normalize_text
 
 Lang = str  # "zh" | "en"
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from factory.simulate import texts
-from factory.simulate.plan import TurnPlan
+from agent_factory.factory.simulate import texts
+from agent_factory.factory.simulate.plan import TurnPlan
 
 SCOPE = {"name": "agent-factory.simulator", "version": "1"}
 """The instrumentation scope of every simulated span."""

@@ -17,11 +17,11 @@ from typing import IO, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from factory.simulate.config import SimConfig, derive
-from factory.simulate.plan import Segment, TurnPlan
-from factory.simulate.population import Population
-from factory.simulate.traces import otlp_line
-from factory.simulate.truth import Tally
+from agent_factory.factory.simulate.config import SimConfig, derive
+from agent_factory.factory.simulate.plan import Segment, TurnPlan
+from agent_factory.factory.simulate.population import Population
+from agent_factory.factory.simulate.traces import otlp_line
+from agent_factory.factory.simulate.truth import Tally
 
 TRACES = "traces.otlp.jsonl"
 TRUTH = "truth.jsonl"

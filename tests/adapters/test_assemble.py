@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from adapters.assemble import (
+from agent_factory.adapters.assemble import (
     ANSWER_SOURCE, ANSWER_SPAN, LLM_INPUT, LLM_OUTPUT, REQUEST_SOURCE, REQUEST_SPAN, assemble_turn,
 )
-from adapters.model import Span
+from agent_factory.adapters.model import Span
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.assemble import assemble_turn, delivery_of, turn_usage
-from adapters.calls import group_calls, group_key, is_call_trace
-from adapters.model import Span, TokenUsage
-from adapters.otel import OtlpJsonAdapter
+from agent_factory.adapters.assemble import assemble_turn, delivery_of, turn_usage
+from agent_factory.adapters.calls import group_calls, group_key, is_call_trace
+from agent_factory.adapters.model import Span, TokenUsage
+from agent_factory.adapters.otel import OtlpJsonAdapter
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 CLIENT = PRODUCERS / "genai_client"

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Quarantine, detect, get_adapter, read_head
-from adapters.chat import OpenAIChatAdapter, TauBenchAdapter, is_message
-from adapters.chat_io import SeenIds, detect_layout, dotted, first_record
-from adapters.chat_messages import content_text, looks_like_error
-from adapters.model import Conversation
-from adapters.steplog import RunContractAdapter, StepLogAdapter
+from agent_factory.adapters.base import Quarantine, detect, get_adapter, read_head
+from agent_factory.adapters.chat import OpenAIChatAdapter, TauBenchAdapter, is_message
+from agent_factory.adapters.chat_io import SeenIds, detect_layout, dotted, first_record
+from agent_factory.adapters.chat_messages import content_text, looks_like_error
+from agent_factory.adapters.model import Conversation
+from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
 from tests.conftest import FIXTURES, shared_data
 
 CHAT = FIXTURES / "chat"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from adapters.base import Quarantine
-from adapters.jsonio import (
+from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.jsonio import (
     CUT_PATTERN,
     FieldLimits,
     current_limits,
@@ -20,8 +20,8 @@ from adapters.jsonio import (
     limit_record,
     reading,
 )
-from adapters.model import Span
-from adapters.otel import NestedSpanTreeAdapter, OtlpJsonAdapter
+from agent_factory.adapters.model import Span
+from agent_factory.adapters.otel import NestedSpanTreeAdapter, OtlpJsonAdapter
 
 SMALL = FieldLimits(max_field_chars=2000, max_record_chars=20_000)
 

@@ -2,10 +2,10 @@ import json
 
 import pytest
 
-from adapters.model import TokenUsage
-from adapters.otel.attributes import map_attributes, span_kind, token_usage
-from adapters.otel.messages import render_messages, render_openinference
-from adapters.otel.values import AttributeValueError, attribute_dict, decode_key_values, jsonable
+from agent_factory.adapters.model import TokenUsage
+from agent_factory.adapters.otel.attributes import map_attributes, span_kind, token_usage
+from agent_factory.adapters.otel.messages import render_messages, render_openinference
+from agent_factory.adapters.otel.values import AttributeValueError, attribute_dict, decode_key_values, jsonable
 from tests.conftest import shared_data
 
 WEATHER_INPUT = (

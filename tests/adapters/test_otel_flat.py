@@ -3,9 +3,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters.base import Quarantine, read_head
-from adapters.model import Span, TokenUsage
-from adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
+from agent_factory.adapters.base import Quarantine, read_head
+from agent_factory.adapters.model import Span, TokenUsage
+from agent_factory.adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
 from tests.conftest import FIXTURES, shared_data
 
 LINES = FIXTURES / "otel" / "flat_spans.jsonl"

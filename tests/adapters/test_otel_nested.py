@@ -2,11 +2,11 @@ from collections import Counter
 
 import pytest
 
-from adapters.assemble import assemble_turn, check_trace
-from adapters.base import Quarantine, read_head
-from adapters.model import Span, TokenUsage
-from adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
-from adapters.otel.nested import DANGLING_PARENT_KEY
+from agent_factory.adapters.assemble import assemble_turn, check_trace
+from agent_factory.adapters.base import Quarantine, read_head
+from agent_factory.adapters.model import Span, TokenUsage
+from agent_factory.adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
+from agent_factory.adapters.otel.nested import DANGLING_PARENT_KEY
 from tests.conftest import FIXTURES, shared_data
 
 TREE = FIXTURES / "otel" / "nested_trace.json"

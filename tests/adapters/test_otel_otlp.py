@@ -1,10 +1,10 @@
 from datetime import UTC, datetime
 
-from adapters.assemble import assemble_turn, check_trace
-from adapters.base import Quarantine, read_head
-from adapters.model import Span, TokenUsage
-from adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
-from adapters.otel.otlp import looks_like_json_lines
+from agent_factory.adapters.assemble import assemble_turn, check_trace
+from agent_factory.adapters.base import Quarantine, read_head
+from agent_factory.adapters.model import Span, TokenUsage
+from agent_factory.adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdapter, OtlpJsonAdapter
+from agent_factory.adapters.otel.otlp import looks_like_json_lines
 from tests.conftest import FIXTURES
 
 DOC = FIXTURES / "otel" / "otlp_doc.json"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Quarantine
-from adapters.otel import FlatSpanLinesAdapter, OtlpJsonAdapter
+from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.otel import FlatSpanLinesAdapter, OtlpJsonAdapter
 
 PEAK_LIMIT = 20 * 1024 * 1024
 

@@ -2,7 +2,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from adapters.otel.timeutil import (
+from agent_factory.adapters.otel.timeutil import (
     from_epoch_number, from_hrtime, from_unix_nanos, parse_instant, parse_iso_datetime, parse_iso_duration,
 )
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from adapters.base import Quarantine, read_head
-from adapters.chat_io import RecordProblem, detect_layout
-from adapters.model import Conversation
-from adapters.steplog import (
+from agent_factory.adapters.base import Quarantine, read_head
+from agent_factory.adapters.chat_io import RecordProblem, detect_layout
+from agent_factory.adapters.model import Conversation
+from agent_factory.adapters.steplog import (
     RunContractAdapter, StepLogAdapter, contract_conversation, looks_like_contract, looks_like_steplog,
     steplog_conversation,
 )

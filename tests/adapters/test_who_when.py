@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from adapters.base import HEAD_BYTES, Quarantine, detect, read_head
-from adapters.chat import OpenAIChatAdapter, TauBenchAdapter
-from adapters.model import Conversation
-from adapters.steplog import RunContractAdapter, StepLogAdapter
-from adapters.who_when import WhoWhenAdapter
+from agent_factory.adapters.base import HEAD_BYTES, Quarantine, detect, read_head
+from agent_factory.adapters.chat import OpenAIChatAdapter, TauBenchAdapter
+from agent_factory.adapters.model import Conversation
+from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
+from agent_factory.adapters.who_when import WhoWhenAdapter
 from tests.conftest import FIXTURES, shared_data
 
 ALGORITHM: dict[str, Any] = {

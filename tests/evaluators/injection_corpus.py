@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from adapters.model import Span, Turn
-from evaluators.provenance import InjectionFlag, scan_turn
-from knowledge_packs import KnowledgePack
+from agent_factory.adapters.model import Span, Turn
+from agent_factory.evaluators.provenance import InjectionFlag, scan_turn
+from agent_factory.knowledge_packs import KnowledgePack
 
 CORPUS = Path(__file__).resolve().parent / "data" / "injection_corpus.yaml"
 ROLES = ("user", "assistant", "tool")

@@ -7,16 +7,16 @@ from typing import Any
 
 import pytest
 
-from evaluators.components.adjudication import (
+from agent_factory.evaluators.components.adjudication import (
     adjudicate,
     adjudication_analysis,
     parse_rater_key,
     rater_key,
     rater_pairs,
 )
-from evaluators.core.model import Layer, Result, Value
-from evaluators.core.registry import Observations, UnitRow, get_component
-from knowledge_packs import load_pack
+from agent_factory.evaluators.core.model import Layer, Result, Value
+from agent_factory.evaluators.core.registry import Observations, UnitRow, get_component
+from agent_factory.knowledge_packs import load_pack
 
 PACK = load_pack("default")
 

@@ -12,14 +12,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from adapters.exceptions import SpecError
-from adapters.model import EvidencePointer, Turn
-from evaluators.collect import prompt as prompt_module
-from evaluators.collect.budget import Budget
-from evaluators.collect.cache import DatumCache
-from evaluators.collect.cascade import Cascade, Job
-from evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
-from evaluators.core import AtomicDatum, DataDefinition, Projection, RuleAnswer, rule
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.evaluators.collect import prompt as prompt_module
+from agent_factory.evaluators.collect.budget import Budget
+from agent_factory.evaluators.collect.cache import DatumCache
+from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection, RuleAnswer, rule
 from tests.evaluators.test_collect_support import (
     ANSWERS,
     CONSISTENT,
@@ -348,8 +348,8 @@ def test_the_configured_redactor_and_injection_ranges_shape_what_the_model_sees(
 
 
 def test_a_span_unit_digest_covers_its_whole_turn() -> None:
-    from evaluators.collect.cache import unit_digest
-    from evaluators.core import SpanView
+    from agent_factory.evaluators.collect.cache import unit_digest
+    from agent_factory.evaluators.core import SpanView
 
     turn = make_turn(0)
     span = turn.spans[0]

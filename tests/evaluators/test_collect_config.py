@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from adapters.exceptions import SpecError
-from evaluators.collect.config import ModelConfig, ModelSpec, derive_family, load_model_config
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, derive_family, load_model_config
 from tests.evaluators.test_collect_support import answer, scripted
 
 
@@ -77,7 +77,7 @@ retries = 2
 retry_max_wait_s = 0.5
 
 [privacy]
-redactor = "evaluators.collect.redact:DefaultRedactor"
+redactor = "agent_factory.evaluators.collect.redact:DefaultRedactor"
 """
 
 
@@ -91,7 +91,7 @@ def test_load_from_toml(tmp_path: Path) -> None:
     assert cfg.escalate_below == 0.6
     assert (cfg.budget.calls, cfg.budget.tokens, cfg.budget.cost_usd) == (100, 50_000, 1.5)
     assert cfg.concurrency == 3 and cfg.retry.attempts == 2 and cfg.retry.max_wait_s == 0.5
-    assert cfg.redactor == "evaluators.collect.redact:DefaultRedactor"
+    assert cfg.redactor == "agent_factory.evaluators.collect.redact:DefaultRedactor"
 
 
 def test_working_directory_file_and_env_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

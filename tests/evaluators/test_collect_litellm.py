@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from evaluators.collect.cache import DatumCache
-from evaluators.collect.cascade import Cascade, Job
-from evaluators.collect.reasons import is_transient
-from evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
-from evaluators.core import AtomicDatum, DataDefinition, Projection
+from agent_factory.evaluators.collect.cache import DatumCache
+from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.reasons import is_transient
+from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection
 from tests.evaluators.test_collect_support import (
     DEFINITIONS,
     MODEL_ITEMS,

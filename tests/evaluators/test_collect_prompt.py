@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from adapters.model import EvidencePointer
-from evaluators.collect import prompt as prompt_module
-from evaluators.collect.project import project
-from evaluators.collect.prompt import render_prompt, template_digest
-from evaluators.collect.redact import DefaultRedactor
-from evaluators.core import DataDefinition, Projection
-from evaluators.provenance import scan_turn
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators.collect import prompt as prompt_module
+from agent_factory.evaluators.collect.project import project
+from agent_factory.evaluators.collect.prompt import render_prompt, template_digest
+from agent_factory.evaluators.collect.redact import DefaultRedactor
+from agent_factory.evaluators.core import DataDefinition, Projection
+from agent_factory.evaluators.provenance import scan_turn
 from tests.evaluators.test_collect_support import ANSWERS, CONSISTENT, PACK, make_turn
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "collect_checklist_prompt.txt"

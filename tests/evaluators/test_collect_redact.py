@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from adapters.exceptions import SpecError
-from evaluators.collect.redact import (
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.collect.redact import (
     DefaultRedactor,
     Redaction,
     Redactor,

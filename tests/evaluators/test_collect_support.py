@@ -14,10 +14,10 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from adapters.model import Span, Turn
-from evaluators.collect.redact import luhn_ok
-from evaluators.core import DataDefinition, Projection, RuleAnswer, rule
-from knowledge_packs import load_pack
+from agent_factory.adapters.model import Span, Turn
+from agent_factory.evaluators.collect.redact import luhn_ok
+from agent_factory.evaluators.core import DataDefinition, Projection, RuleAnswer, rule
+from agent_factory.knowledge_packs import load_pack
 
 PACK = load_pack("default")
 
@@ -223,7 +223,7 @@ def test_corpus_items_are_valid_of_their_kind() -> None:
 def test_scripted_model_answers_every_item() -> None:
     from pydantic_ai import Agent
 
-    from evaluators.collect.schema import build_sigma
+    from agent_factory.evaluators.collect.schema import build_sigma
 
     sigma = build_sigma([ANSWERS, SPECIFIC])
     out = Agent(scripted(lambda item, prompt: answer("no", 0.3), name="s"), output_type=sigma).run_sync("x").output

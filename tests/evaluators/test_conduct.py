@@ -11,20 +11,20 @@ from typing import Any
 
 import pytest
 
-from adapters.chat import TauBenchAdapter
-from adapters.chat_messages import convert_messages
-from adapters.exceptions import SpecError
-from adapters.model import Conversation, EvidencePointer, Span, Turn
-from evaluators.components.conduct import (
+from agent_factory.adapters.chat import TauBenchAdapter
+from agent_factory.adapters.chat_messages import convert_messages
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
+from agent_factory.evaluators.components.conduct import (
     conduct_analysis,
     definitions_for,
     message_index,
     obligation_id,
     trigger_id,
 )
-from evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, clause_id_of
-from evaluators.core.model import DataDefinition, Layer, Result, Value
-from evaluators.core.registry import (
+from agent_factory.evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, clause_id_of
+from agent_factory.evaluators.core.model import DataDefinition, Layer, Result, Value
+from agent_factory.evaluators.core.registry import (
     Observations,
     RuleAnswer,
     RuleContext,
@@ -32,8 +32,8 @@ from evaluators.core.registry import (
     get_component,
     get_rule,
 )
-from knowledge_packs import KnowledgePack, load_pack
-from knowledge_packs.loader import validate_pack_data
+from agent_factory.knowledge_packs import KnowledgePack, load_pack
+from agent_factory.knowledge_packs.loader import validate_pack_data
 from tests.conftest import shared_data
 
 PACKS = Path(__file__).resolve().parents[2] / "knowledge_packs"
@@ -411,10 +411,10 @@ def test_analysis_is_deterministic() -> None:
 
 @pytest.mark.slow
 def test_simulated_disclosures_and_templates_match_the_truth(tmp_path: Path) -> None:
-    from factory.ingest import ingest_paths
-    from factory.simulate import simulate
-    from factory.simulate.config import SimConfig
-    from factory.store import Store
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.simulate import simulate
+    from agent_factory.factory.simulate.config import SimConfig
+    from agent_factory.factory.store import Store
 
     simulate(SimConfig(users=150, seed=11), tmp_path)
     truth = {r["trace_id"]: r for r in map(json.loads, (tmp_path / "truth.jsonl").read_text().splitlines())}

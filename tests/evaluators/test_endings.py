@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from adapters.model import Span, Turn
-from evaluators.provenance.endings import classify, handoff_span, is_closing
-from knowledge_packs import load_pack
+from agent_factory.adapters.model import Span, Turn
+from agent_factory.evaluators.provenance.endings import classify, handoff_span, is_closing
+from agent_factory.knowledge_packs import load_pack
 
 PACK = load_pack("default")
 
@@ -86,8 +86,8 @@ def test_closing_needs_no_answer_and_the_end_of_the_session() -> None:
 
 
 def test_cross_session_metrics_need_a_person() -> None:
-    from adapters.model import Conversation
-    from evaluators.components.results.rules import NOT_OBSERVABLE, identity, not_observable
+    from agent_factory.adapters.model import Conversation
+    from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE, identity, not_observable
 
     person = Conversation(id="c1", user_id="u-42")
     assert identity(person) == "person" and not_observable(person) is None

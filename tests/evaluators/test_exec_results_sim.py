@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from adapters.model import Conversation, Engagement, Turn, stable_id
-from evaluators.components.execution.definitions import (
+from agent_factory.adapters.model import Conversation, Engagement, Turn, stable_id
+from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     DELIVERED,
     HAS_RETRIEVAL,
@@ -26,8 +26,8 @@ from evaluators.components.execution.definitions import (
     LATENCY_MS,
     PROGRESS_AT_STOP,
 )
-from evaluators.core.model import DataDefinition, Result
-from evaluators.core.registry import (
+from agent_factory.evaluators.core.model import DataDefinition, Result
+from agent_factory.evaluators.core.registry import (
     EngagementView,
     Observations,
     RuleContext,
@@ -36,10 +36,10 @@ from evaluators.core.registry import (
     get_component,
     get_rule,
 )
-from factory.ingest import ingest_paths
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
-from knowledge_packs import KnowledgePack, load_pack
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import KnowledgePack, load_pack
 
 PACK = load_pack("business_analysis")
 USERS, SEED = 400, 0

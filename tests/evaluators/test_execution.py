@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from adapters.model import EvidencePointer, Span, Turn
-from evaluators.components.execution import analysis as ex
-from evaluators.components.execution.definitions import (
+from agent_factory.adapters.model import EvidencePointer, Span, Turn
+from agent_factory.evaluators.components.execution import analysis as ex
+from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     DEFINITIONS,
     DELIVERED,
@@ -22,8 +22,8 @@ from evaluators.components.execution.definitions import (
     PROGRESS_AT_STOP,
     SPAN_ERROR,
 )
-from evaluators.core.model import Result
-from evaluators.core.registry import (
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import (
     Observations,
     RuleAnswer,
     RuleContext,
@@ -32,8 +32,8 @@ from evaluators.core.registry import (
     get_component,
     get_rule,
 )
-from evaluators.stats import cluster_proportion_ci, proportion_ci
-from knowledge_packs import Baselines, KnowledgePack, load_pack
+from agent_factory.evaluators.stats import cluster_proportion_ci, proportion_ci
+from agent_factory.knowledge_packs import Baselines, KnowledgePack, load_pack
 
 PACK = load_pack("business_analysis")
 DEFS = {d.id: d for d in DEFINITIONS}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.provenance import scan_turn
-from knowledge_packs import load_pack
+from agent_factory.evaluators.provenance import scan_turn
+from agent_factory.knowledge_packs import load_pack
 from tests.evaluators.injection_corpus import LANGS, ROLES, describe, load, score
 
 PACK = load_pack("default")

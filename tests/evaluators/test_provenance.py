@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from adapters.jsonio import iter_json_array
-from adapters.model import Span, Turn
-from evaluators.provenance import (
+from agent_factory.adapters.jsonio import iter_json_array
+from agent_factory.adapters.model import Span, Turn
+from agent_factory.evaluators.provenance import (
     ProvenanceRecord,
     coverage,
     find_injections,
@@ -17,11 +17,11 @@ from evaluators.provenance import (
     scan_turn,
     segment_turn,
 )
-from evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
-from evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
-from evaluators.provenance.normalize import normalize
-from evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
-from knowledge_packs import KnowledgePack, SegmentRule, load_pack
+from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
+from agent_factory.evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
+from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
+from agent_factory.knowledge_packs import KnowledgePack, SegmentRule, load_pack
 from tests.conftest import shared_data
 
 DEFAULT = load_pack("default")

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from adapters.model import Conversation, EvidencePointer, Span, Turn
-from evaluators.components.provenance import (
+from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
+from agent_factory.evaluators.components.provenance import (
     DEFINITIONS,
     EVIDENCE_COMPLETE,
     FIELD_ITEMS,
@@ -19,10 +19,10 @@ from evaluators.components.provenance import (
     SEGMENT,
     provenance_analysis,
 )
-from evaluators.core.model import Value
-from evaluators.core.registry import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
-from evaluators.provenance import provenance_record
-from knowledge_packs import KnowledgePack, load_pack
+from agent_factory.evaluators.core.model import Value
+from agent_factory.evaluators.core.registry import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
+from agent_factory.evaluators.provenance import provenance_record
+from agent_factory.knowledge_packs import KnowledgePack, load_pack
 
 PACK = load_pack("business_analysis")
 DEFS = {d.id: d for d in DEFINITIONS}
@@ -184,11 +184,11 @@ SIM_SEGMENT = {"real": "real", "internal": "internal_test", "test": "internal_te
 
 @pytest.mark.slow
 def test_simulated_segments_injections_and_clean_set_match_the_truth(tmp_path: Path) -> None:
-    from evaluators.provenance.coverage import coverage
-    from factory.ingest import ingest_paths
-    from factory.simulate import simulate
-    from factory.simulate.config import SimConfig
-    from factory.store import Store
+    from agent_factory.evaluators.provenance.coverage import coverage
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.simulate import simulate
+    from agent_factory.factory.simulate.config import SimConfig
+    from agent_factory.factory.store import Store
 
     simulate(SimConfig(users=150, seed=5, plant_injection_rate=0.03), tmp_path)
     truth = {r["trace_id"]: r for r in map(json.loads, (tmp_path / "truth.jsonl").read_text().splitlines())}

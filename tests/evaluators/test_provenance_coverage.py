@@ -7,12 +7,12 @@ from typing import Any, get_args
 
 import pytest
 
-from adapters.model import COMPLETE_WITHOUT
-from adapters.jsonio import cut_text
-from adapters.model import DeliveryState, EvidencePointer, Span, Turn
-from evaluators.provenance import coverage
-from evaluators.provenance.coverage import waivers
-from knowledge_packs import load_pack
+from agent_factory.adapters.model import COMPLETE_WITHOUT
+from agent_factory.adapters.jsonio import cut_text
+from agent_factory.adapters.model import DeliveryState, EvidencePointer, Span, Turn
+from agent_factory.evaluators.provenance import coverage
+from agent_factory.evaluators.provenance.coverage import waivers
+from agent_factory.knowledge_packs import load_pack
 
 DEFAULT = load_pack("default")
 

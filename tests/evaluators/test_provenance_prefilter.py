@@ -11,11 +11,11 @@ import json
 
 import pytest
 
-from evaluators.provenance import find_injections
-from evaluators.provenance.literals import first_chars, required_literals
-from evaluators.provenance.normalize import normalize
-from evaluators.provenance.prefilter import WINDOW_MIN, Prefilter, top_alternatives
-from knowledge_packs import compile_pattern, load_pack
+from agent_factory.evaluators.provenance import find_injections
+from agent_factory.evaluators.provenance.literals import first_chars, required_literals
+from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.evaluators.provenance.prefilter import WINDOW_MIN, Prefilter, top_alternatives
+from agent_factory.knowledge_packs import compile_pattern, load_pack
 from tests.evaluators.injection_corpus import load
 
 PACKS = {name: load_pack(name) for name in ("default", "business_analysis")}

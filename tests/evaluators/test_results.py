@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from adapters.model import Conversation, Engagement, EvidencePointer, OutcomeEvent, Turn
-from evaluators.components.execution.definitions import DELIVERED
-from evaluators.components.results import analysis as ra
-from evaluators.components.results.definitions import (
+from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, OutcomeEvent, Turn
+from agent_factory.evaluators.components.execution.definitions import DELIVERED
+from agent_factory.evaluators.components.results import analysis as ra
+from agent_factory.evaluators.components.results.definitions import (
     CENSORED,
     DEFINITIONS,
     FEEDBACK,
@@ -20,8 +20,8 @@ from evaluators.components.results.definitions import (
     RETURNED,
     RETURNED_WITHIN_T,
 )
-from evaluators.core.model import Result
-from evaluators.core.registry import (
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import (
     EngagementView,
     Observations,
     RuleAnswer,
@@ -30,8 +30,8 @@ from evaluators.core.registry import (
     get_component,
     get_rule,
 )
-from evaluators.stats import bigram_jaccard, cluster_proportion_ci
-from knowledge_packs import load_pack
+from agent_factory.evaluators.stats import bigram_jaccard, cluster_proportion_ci
+from agent_factory.knowledge_packs import load_pack
 
 PACK = load_pack("business_analysis")  # T = 7 days, redo Jaccard 0.6
 DEFS = {d.id: d for d in DEFINITIONS}

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.components.execution.analysis import VERSION as EXEC_VERSION
-from evaluators.components.execution.analysis import rollup as execution_rollup
-from evaluators.components.execution.definitions import DELIVERED, SPAN_ERROR
-from evaluators.components.execution.rollup import (
+from agent_factory.evaluators.components.execution.analysis import VERSION as EXEC_VERSION
+from agent_factory.evaluators.components.execution.analysis import rollup as execution_rollup
+from agent_factory.evaluators.components.execution.definitions import DELIVERED, SPAN_ERROR
+from agent_factory.evaluators.components.execution.rollup import (
     FailureItem,
     Meta,
     failure_rollup,
@@ -15,12 +15,12 @@ from evaluators.components.execution.rollup import (
     rate_result,
     row_flagged,
 )
-from evaluators.components.results.definitions import REDO
-from evaluators.components.results.rollup import session_rollup
-from evaluators.core.model import Result
-from evaluators.core.registry import Observations, UnitRow
-from evaluators.stats import cluster_proportion_ci, proportion_ci
-from knowledge_packs import load_pack
+from agent_factory.evaluators.components.results.definitions import REDO
+from agent_factory.evaluators.components.results.rollup import session_rollup
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Observations, UnitRow
+from agent_factory.evaluators.stats import cluster_proportion_ci, proportion_ci
+from agent_factory.knowledge_packs import load_pack
 
 META = Meta("execution", "test.rollup", "t1")
 PACK = load_pack("business_analysis")

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from evaluators.stats import Kappa, admit, cohen_kappa, fleiss_kappa, rating_counts, two_decimals
-from evaluators.stats.agreement import VERSION
+from agent_factory.evaluators.stats import Kappa, admit, cohen_kappa, fleiss_kappa, rating_counts, two_decimals
+from agent_factory.evaluators.stats.agreement import VERSION
 from tests.conftest import shared_data
 
 # Textbook 2x2 table: both yes 20, A yes / B no 5, A no / B yes 10, both no 15 (n = 50).

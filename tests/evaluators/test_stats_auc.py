@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from evaluators.stats import cluster_auc, rank_auc
+from agent_factory.evaluators.stats import cluster_auc, rank_auc
 
 
 def _pairs(scores, outcomes):

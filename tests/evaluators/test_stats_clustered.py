@@ -3,14 +3,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.stats import (
+from agent_factory.evaluators.stats import (
     cluster_bootstrap_ci,
     cluster_proportion_ci,
     cluster_ratio_se,
     cluster_two_proportion_z,
     two_proportion_z,
 )
-from evaluators.stats.clustered import VERSION
+from agent_factory.evaluators.stats.clustered import VERSION
 
 
 def clustered_data(n_clusters: int = 20, size: int = 10, seed: int = 3) -> tuple[list[float], list[str]]:

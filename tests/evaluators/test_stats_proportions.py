@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from evaluators.stats import proportion_ci, two_proportion_z
-from evaluators.stats.proportions import VERSION
+from agent_factory.evaluators.stats import proportion_ci, two_proportion_z
+from agent_factory.evaluators.stats.proportions import VERSION
 
 
 def test_module_is_versioned() -> None:

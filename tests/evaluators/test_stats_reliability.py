@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.stats import icc, two_way_anova, variance_components
-from evaluators.stats.reliability import VERSION
+from agent_factory.evaluators.stats import icc, two_way_anova, variance_components
+from agent_factory.evaluators.stats.reliability import VERSION
 
 # Shrout & Fleiss (1979), Table 2: 6 targets rated by 4 judges.
 SHROUT_FLEISS = [

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators.stats import StratifiedEstimate, stratified_mean
-from evaluators.stats.stratified import VERSION
+from agent_factory.evaluators.stats import StratifiedEstimate, stratified_mean
+from agent_factory.evaluators.stats.stratified import VERSION
 
 # A: N = 100, sampled [1, 0, 1, 1]: mean 0.75, s^2 = 0.75 / 3 = 0.25, w = 25
 # B: N = 300, sampled [0.5, 0.7, 0.9]: mean 0.70, s^2 = 0.08 / 2 = 0.04, w = 100

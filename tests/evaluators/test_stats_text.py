@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evaluators.stats import bigram_jaccard, char_bigrams, normalize_text
-from evaluators.stats.text import VERSION
+from agent_factory.evaluators.stats import bigram_jaccard, char_bigrams, normalize_text
+from agent_factory.evaluators.stats.text import VERSION
 
 
 def test_module_is_versioned() -> None:

@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from scipy import stats
 
-from adapters.model import DeliveryState, Span, Turn
-from evaluators.components import substance
-from evaluators.components.substance import analysis, definitions as sd, rules as sr
-from evaluators.core import Observations, RuleContext, UnitRow, get_component, get_rule
-from knowledge_packs import load_pack
+from agent_factory.adapters.model import DeliveryState, Span, Turn
+from agent_factory.evaluators.components import substance
+from agent_factory.evaluators.components.substance import analysis, definitions as sd, rules as sr
+from agent_factory.evaluators.core import Observations, RuleContext, UnitRow, get_component, get_rule
+from agent_factory.knowledge_packs import load_pack
 
 PACK = load_pack("business_analysis")
 DEFS = {d.id: d for d in get_component("substance").definitions}
@@ -261,8 +261,8 @@ def test_a_truncated_delivered_answer_scores_its_c2_no_without_a_model() -> None
 def test_through_the_cascade_with_no_model_every_judgment_item_is_uncollected() -> None:
     import asyncio
 
-    from evaluators.collect.cascade import Cascade
-    from evaluators.collect.config import ModelConfig
+    from agent_factory.evaluators.collect.cascade import Cascade
+    from agent_factory.evaluators.collect.config import ModelConfig
 
     cascade = Cascade(ModelConfig())
     t = turn("Analyze churn by store and explain the drivers", "Churn fell 2% in March.", tid="e")

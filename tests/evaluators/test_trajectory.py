@@ -12,14 +12,14 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from adapters.model import Conversation, DeliveryState, Turn
-from evaluators.components.trajectory import analysis, definitions as td, rules as tr
-from evaluators.core import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
-from evaluators.provenance.normalize import normalize
-from factory.ingest import ingest_paths
-from factory.simulate import SimConfig, behaviour, simulate, texts
-from factory.store import Store
-from knowledge_packs import KnowledgePack, compile_pattern, load_pack
+from agent_factory.adapters.model import Conversation, DeliveryState, Turn
+from agent_factory.evaluators.components.trajectory import analysis, definitions as td, rules as tr
+from agent_factory.evaluators.core import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
+from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.simulate import SimConfig, behaviour, simulate, texts
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import KnowledgePack, compile_pattern, load_pack
 
 PACK = load_pack("business_analysis")
 DEFAULT = load_pack("default")

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import EXIT_QUARANTINED, EXIT_USER_ERROR, app
-from factory.store import Store
+from agent_factory.factory.cli import EXIT_QUARANTINED, EXIT_USER_ERROR, app
+from agent_factory.factory.store import Store
 
 T0 = 1_700_000_000_000_000_000
 
@@ -191,7 +191,7 @@ def test_human_output_is_one_line_per_error_without_traceback(tmp_path: Path) ->
     src.write_bytes(lines(*GOOD_CHAT, chat(3, messages=[{"role": "wizard", "content": "hi"}]), "{oops"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "300"}
     proc = subprocess.run(
-        [sys.executable, "-m", "factory", "ingest", str(src), "--store", str(tmp_path / "s.duckdb")],
+        [sys.executable, "-m", "agent_factory", "ingest", str(src), "--store", str(tmp_path / "s.duckdb")],
         capture_output=True, text=True, env=env, check=False,
     )
     assert proc.returncode == EXIT_QUARANTINED
@@ -249,7 +249,7 @@ def test_nothing_accepted_exits_1_and_says_so(tmp_path: Path) -> None:
     src.write_bytes(lines(chat(1, messages=[{"role": "wizard", "content": "hi"}]), "{oops"))
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "COLUMNS": "300"}
     proc = subprocess.run(
-        [sys.executable, "-m", "factory", "ingest", str(src), "--store", str(tmp_path / "s.duckdb")],
+        [sys.executable, "-m", "agent_factory", "ingest", str(src), "--store", str(tmp_path / "s.duckdb")],
         capture_output=True, text=True, env=env, check=False,
     )
     assert proc.returncode == EXIT_USER_ERROR

@@ -13,22 +13,22 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adapters.model import Turn
-from evaluators.components.conduct.definitions import definitions_for
-from evaluators.components.conduct.rules import match_condition
-from evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
-from evaluators.collect.schema import json_schema
-from evaluators.core import DataDefinition
-from factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
-from factory.compile.patterns import limits, normative
-from factory.compile.suite_writer import base_lexicons, base_tools
-from factory.ingest import ingest_paths
-from factory.run import Runner
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
-from factory.suite import load_suite
-from knowledge_packs import compile_pattern, load_pack
-from knowledge_packs.model import Clause
+from agent_factory.adapters.model import Turn
+from agent_factory.evaluators.components.conduct.definitions import definitions_for
+from agent_factory.evaluators.components.conduct.rules import match_condition
+from agent_factory.evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
+from agent_factory.evaluators.collect.schema import json_schema
+from agent_factory.evaluators.core import DataDefinition
+from agent_factory.factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
+from agent_factory.factory.compile.patterns import limits, normative
+from agent_factory.factory.compile.suite_writer import base_lexicons, base_tools
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.run import Runner
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
+from agent_factory.factory.suite import load_suite
+from agent_factory.knowledge_packs import compile_pattern, load_pack
+from agent_factory.knowledge_packs.model import Clause
 from tests.conftest import shared_data
 
 REPO = Path(__file__).resolve().parents[2]

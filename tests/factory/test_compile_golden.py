@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from factory.compile import CompiledClause, CompiledSpec, compile_spec
-from factory.compile.parse import sentences
-from factory.compile.suite_writer import base_lexicons
-from knowledge_packs import load_pack
+from agent_factory.factory.compile import CompiledClause, CompiledSpec, compile_spec
+from agent_factory.factory.compile.parse import sentences
+from agent_factory.factory.compile.suite_writer import base_lexicons
+from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data
 
 GOLDEN = Path(__file__).parent / "golden"

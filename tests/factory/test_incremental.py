@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import app
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
+from agent_factory.factory.cli import app
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from factory.ingest import ingest_paths
-from factory.store import Store
-from knowledge_packs import load_pack
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import load_pack
 from tests.conftest import REPO
 
 _spec = importlib.util.spec_from_file_location("ingest_bench", REPO / "bench" / "ingest_bench.py")
@@ -99,7 +99,7 @@ def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
     ingest_bench.write_synthetic_otlp(big, spans=60_000, seed=2)
     store = tmp_path / "s.duckdb"
     env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    cli = [sys.executable, "-m", "factory", "ingest", "--store", str(store)]
+    cli = [sys.executable, "-m", "agent_factory", "ingest", "--store", str(store)]
     assert subprocess.run([*cli, str(small)], env=env, capture_output=True, check=False).returncode == 0
     proc = subprocess.Popen([*cli, str(big)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(3.0)

@@ -8,10 +8,10 @@ from typing import get_args
 
 import pytest
 
-from adapters.model import DeliveryState
-from factory.ingest import ingest_paths
-from factory.store import Store
-from knowledge_packs import load_pack
+from agent_factory.adapters.model import DeliveryState
+from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data
 
 

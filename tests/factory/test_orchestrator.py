@@ -16,12 +16,12 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from evaluators.collect.backends import CallCounters
-from evaluators.collect.cache import DatumCache
-from evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
-from factory.cli import app
-from factory.compile import COMPILER_VERSION, build_suite, compile_spec
-from factory.compile.orchestrator import (
+from agent_factory.evaluators.collect.backends import CallCounters
+from agent_factory.evaluators.collect.cache import DatumCache
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.factory.cli import app
+from agent_factory.factory.compile import COMPILER_VERSION, build_suite, compile_spec
+from agent_factory.factory.compile.orchestrator import (
     MODEL_ERROR,
     Catalogue,
     batches,
@@ -30,7 +30,7 @@ from factory.compile.orchestrator import (
     pending,
     render_prompt,
 )
-from knowledge_packs import load_pack
+from agent_factory.knowledge_packs import load_pack
 from tests.fakes.openai_server import FakeOpenAIServer, FaultPlan, fake_openai  # noqa: F401
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

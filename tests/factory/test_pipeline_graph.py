@@ -8,15 +8,15 @@ import networkx as nx
 import pytest
 from typer.testing import CliRunner
 
-from evaluators.collect import Cascade, ModelConfig
-from evaluators.core import COMPONENTS, get_component
-from factory.cli import app
-from factory.pipeline.graph import TracesState, build_graph, dirty, fingerprints, reads_component
-from factory.pipeline.state import load_rows
-from factory.run import definitions_by_layer
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
-from knowledge_packs import KnowledgePack, load_pack
+from agent_factory.evaluators.collect import Cascade, ModelConfig
+from agent_factory.evaluators.core import COMPONENTS, get_component
+from agent_factory.factory.cli import app
+from agent_factory.factory.pipeline.graph import TracesState, build_graph, dirty, fingerprints, reads_component
+from agent_factory.factory.pipeline.state import load_rows
+from agent_factory.factory.run import definitions_by_layer
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import KnowledgePack, load_pack
 
 SPECS = tuple(get_component(c) for c in COMPONENTS)
 TRACES = TracesState(sources=frozenset({"a", "b"}), window_days=7.0)
@@ -131,7 +131,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, KnowledgeP
 def test_each_analysis_reads_only_what_it_declares(observed: tuple[Path, KnowledgePack]) -> None:
     """The graph's edges come from `Analysis.reads`: hiding every undeclared component's data must leave each
     analysis's results unchanged (else an edit could leave a stale result behind)."""
-    from evaluators.core import Observations
+    from agent_factory.evaluators.core import Observations
 
     store, pack = observed
     items_of: dict[str, set[str]] = {}

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import app
-from factory.store import Store
+from agent_factory.factory.cli import app
+from agent_factory.factory.store import Store
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"
 # One shape per producer, the client-only one among them (its turns are grouped from single calls).

@@ -11,12 +11,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from adapters.exceptions import SpecError
-from evaluators.components.conduct.definitions import definitions_for
-from factory.cli import app
-from factory.compile import build_suite
-from factory.review import approval_status, approve_suite, suite_diff
-from factory.suite import APPROVED_DIR, load_suite
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.components.conduct.definitions import definitions_for
+from agent_factory.factory.cli import app
+from agent_factory.factory.compile import build_suite
+from agent_factory.factory.review import approval_status, approve_suite, suite_diff
+from agent_factory.factory.suite import APPROVED_DIR, load_suite
 
 REPO = Path(__file__).resolve().parents[2]
 AIRLINE_EN = REPO / "specs" / "airline_en.md"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from evaluators.collect.reasons import is_transient
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
+from agent_factory.evaluators.collect.reasons import is_transient
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
 from tests.factory.test_incremental import NEW_LINE, OLD_LINE, SPEC, _build, _cli
 from tests.fakes.openai_server import FakeOpenAIServer, schema_responder
 
@@ -123,9 +123,9 @@ def test_item_counts_on_cold_warm_and_partial_reruns(model_env: Path, fake_opena
 
 
 def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> None:
-    from evaluators.collect import Cascade, DatumCache, load_model_config
-    from factory.run import Runner
-    from factory.suite import load_suite
+    from agent_factory.evaluators.collect import Cascade, DatumCache, load_model_config
+    from agent_factory.factory.run import Runner
+    from agent_factory.factory.suite import load_suite
 
     simulate(SimConfig(users=6, seed=7), no_model / "sim")
     store = no_model / "store.duckdb"

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import app
-from factory.simulate import SimConfig, simulate
-from factory.simulate.texts import INJECTIONS
-from factory.store import Store
+from agent_factory.factory.cli import app
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.simulate.texts import INJECTIONS
+from agent_factory.factory.store import Store
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai, message_text  # noqa: F401
 
 # What the simulator plants (texts.INJECTIONS), in the pieces provenance flags.

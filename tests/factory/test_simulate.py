@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from adapters.exceptions import SpecError
-from factory.simulate import (
+from agent_factory.adapters.exceptions import SpecError
+from agent_factory.factory.simulate import (
     CONFIG,
     TRACES,
     TRUTH,
@@ -26,9 +26,9 @@ from factory.simulate import (
     load_config,
     simulate,
 )
-from evaluators.stats import bigram_jaccard as definition_jaccard
-from evaluators.stats import normalize_text
-from factory.simulate.texts import INJECTIONS, followup_request, new_request, near_copy, resend_kind
+from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
+from agent_factory.evaluators.stats import normalize_text
+from agent_factory.factory.simulate.texts import INJECTIONS, followup_request, new_request, near_copy, resend_kind
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -397,9 +397,9 @@ def _delivery(root: dict[str, Any], a: dict[str, Any]) -> str:
 
 
 def test_otlp_adapter_reads_the_output(tmp_path: Path) -> None:
-    otel = pytest.importorskip("adapters.otel")
-    from adapters.base import Quarantine
-    from adapters.model import Span
+    otel = pytest.importorskip("agent_factory.adapters.otel")
+    from agent_factory.adapters.base import Quarantine
+    from agent_factory.adapters.model import Span
 
     simulate(SimConfig(users=40, seed=3), tmp_path)
     truth = {r["trace_id"]: r for r in read_jsonl(tmp_path / TRUTH)}
@@ -451,7 +451,7 @@ RATE_FIELDS = [name for name, f in SimConfig.model_fields.items() if _is_rate(f.
 
 def test_every_field_has_a_docstring_and_rates_are_found() -> None:
     assert len(RATE_FIELDS) >= 30
-    src = Path(__import__("factory.simulate.config", fromlist=["x"]).__file__).read_text(encoding="utf-8")
+    src = Path(__import__("agent_factory.factory.simulate.config", fromlist=["x"]).__file__).read_text(encoding="utf-8")
     for name in SimConfig.model_fields:
         assert re.search(rf"\n    {name}: [^\n]+\n    \"\"\"", src), f"{name} lacks a docstring"
 

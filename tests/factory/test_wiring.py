@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from factory.cli import app
-from factory.simulate import SimConfig, simulate
-from factory.store import Store
+from agent_factory.factory.cli import app
+from agent_factory.factory.simulate import SimConfig, simulate
+from agent_factory.factory.store import Store
 from tests.conftest import REPO
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
 
@@ -69,7 +69,7 @@ def test_a_locked_store_is_one_line_and_exit_1(tmp_path: Path) -> None:
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         for args in (["stats"], ["run"], ["ingest", str(REPO / "tests" / "fixtures" / "chat" / "conversation.json")]):
-            done = subprocess.run([sys.executable, "-m", "factory", *args, "--store", str(store)],
+            done = subprocess.run([sys.executable, "-m", "agent_factory", *args, "--store", str(store)],
                                   capture_output=True, text=True, cwd=tmp_path, timeout=120)
             lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
             assert done.returncode == 1, (args, done.stderr)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from adapters.exceptions import SpecError, UnknownNameError
-from knowledge_packs import GROUP, KnowledgePack, default_pack_path, list_packs, load_pack, loader
-from knowledge_packs.loader import merge_pack_data, resolve_pack
+from agent_factory.adapters.exceptions import SpecError, UnknownNameError
+from agent_factory.knowledge_packs import GROUP, KnowledgePack, default_pack_path, list_packs, load_pack, loader
+from agent_factory.knowledge_packs.loader import merge_pack_data, resolve_pack
 
 
 def write(path: Path, body: str) -> Path:
@@ -223,7 +223,7 @@ def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(pkg))
     monkeypatch.delitem(sys.modules, "acme_packs", raising=False)
     eps = (
-        EntryPoint(name="default", value="knowledge_packs:default_pack_path", group=GROUP),
+        EntryPoint(name="default", value="agent_factory.knowledge_packs:default_pack_path", group=GROUP),
         EntryPoint(name="acme", value="acme_packs:pack_path", group=GROUP),
         EntryPoint(name="acme_str", value="acme_packs:PACK_FILE", group=GROUP),
         EntryPoint(name="acme_raw", value=str(pkg / "acme.yaml"), group=GROUP),
@@ -394,7 +394,7 @@ def test_invalid_clause_names_file_and_field(tmp_path: Path, case: str, body: st
 
 
 def test_business_analysis_clauses_and_disclosure_lexicon() -> None:
-    from knowledge_packs import compile_pattern
+    from agent_factory.knowledge_packs import compile_pattern
 
     pack = load_pack("business_analysis")
     assert [c.id for c in pack.clauses] == ["no_unprompted_disclosure", "file_summary_needs_upload"]

@@ -7,16 +7,16 @@ re-collects a sample come with a later issue.
 
 from __future__ import annotations
 
-from evaluators.components.adjudication.analysis import (
+from agent_factory.evaluators.components.adjudication.analysis import (
     NAME,
     VERSION,
     adjudicate,
     adjudication_analysis,
     rater_pairs,
 )
-from evaluators.components.adjudication.definitions import DEFINITIONS
-from evaluators.components.adjudication.rules import parse_rater_key, rater_key
-from evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.components.adjudication.definitions import DEFINITIONS
+from agent_factory.evaluators.components.adjudication.rules import parse_rater_key, rater_key
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
 
 SPEC = register_component(
     ComponentSpec(

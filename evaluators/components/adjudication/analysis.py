@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from evaluators.components.adjudication.rules import as_value, parse_rater_key, rater_key
-from evaluators.core.model import Layer, Result, Value
-from evaluators.core.registry import Observations
-from evaluators.stats import ADMISSION_THRESHOLD, admit, cohen_kappa
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.components.adjudication.rules import as_value, parse_rater_key, rater_key
+from agent_factory.evaluators.core.model import Layer, Result, Value
+from agent_factory.evaluators.core.registry import Observations
+from agent_factory.evaluators.stats import ADMISSION_THRESHOLD, admit, cohen_kappa
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 NAME = "adjudication.kappa"

@@ -7,7 +7,7 @@ against a model) and stores the second rater's value beside the first, as a fact
 
 from __future__ import annotations
 
-from evaluators.core.model import DataDefinition
+from agent_factory.evaluators.core.model import DataDefinition
 
 DEFINITIONS: tuple[DataDefinition, ...] = ()
 """Adjudication defines no atomic data: it adjudicates the data other components define."""

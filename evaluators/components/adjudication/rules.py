@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Literal, cast
 
-from evaluators.core.model import Value
+from agent_factory.evaluators.core.model import Value
 
 PREFIX = "adjudication."
 RATERS = ("rater_a", "rater_b")

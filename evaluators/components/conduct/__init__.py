@@ -7,17 +7,17 @@ The analysis reads the pack's clauses and the rows of each clause's layer.
 
 from __future__ import annotations
 
-from evaluators.components.conduct import rules  # noqa: F401  (registers the rules)
-from evaluators.components.conduct.analysis import NAME, VERSION, clause_results, conduct_analysis
-from evaluators.components.conduct.definitions import (
+from agent_factory.evaluators.components.conduct import rules  # noqa: F401  (registers the rules)
+from agent_factory.evaluators.components.conduct.analysis import NAME, VERSION, clause_results, conduct_analysis
+from agent_factory.evaluators.components.conduct.definitions import (
     GENERIC_DEFINITIONS,
     clause_definitions,
     definitions_for,
     obligation_id,
     trigger_id,
 )
-from evaluators.components.conduct.rules import match_condition, message_index
-from evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.components.conduct.rules import match_condition, message_index
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
 
 SPEC = register_component(
     ComponentSpec(

@@ -22,12 +22,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from evaluators.components.conduct.definitions import obligation_id, trigger_id
-from evaluators.core.model import Result
-from evaluators.core.registry import Observations, UnitRow
-from evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
-from knowledge_packs import KnowledgePack
-from knowledge_packs.model import Clause
+from agent_factory.evaluators.components.conduct.definitions import obligation_id, trigger_id
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Observations, UnitRow
+from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
+from agent_factory.knowledge_packs import KnowledgePack
+from agent_factory.knowledge_packs.model import Clause
 
 VERSION = "1"
 NAME = "conduct.clauses"

@@ -21,13 +21,13 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from adapters.model import Conversation, EvidencePointer, Span, Turn
-from evaluators.components.conduct.definitions import clause_id_of
-from evaluators.core.registry import RuleAnswer, RuleContext, SpanView, get_rule, rule
-from evaluators.provenance import normalize as _norm
-from evaluators.provenance.segments import lookup
-from knowledge_packs import KnowledgePack, compile_pattern
-from knowledge_packs.model import Clause, ClauseCondition
+from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
+from agent_factory.evaluators.components.conduct.definitions import clause_id_of
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, SpanView, get_rule, rule
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.evaluators.provenance.segments import lookup
+from agent_factory.knowledge_packs import KnowledgePack, compile_pattern
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition
 
 VERSION = f"1+norm{_norm.VERSION}"
 """Version of the conduct rules, including the text normalization lexicons and regexes match on."""

@@ -5,11 +5,11 @@ Importing this package registers the rules (`rules`), and the component: its dat
 failure item up to the session and user layers, for any component.
 """
 
-from evaluators.components.execution import rules  # noqa: F401  (registers the rule collectors)
-from evaluators.components.execution.analysis import ANALYSES, VERSION
-from evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
-from evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
-from evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.components.execution import rules  # noqa: F401  (registers the rule collectors)
+from agent_factory.evaluators.components.execution.analysis import ANALYSES, VERSION
+from agent_factory.evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
+from agent_factory.evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
+from agent_factory.evaluators.core.registry import ComponentSpec, register_component
 
 SPEC = register_component(ComponentSpec(
     name="execution",

@@ -12,7 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from evaluators.components.execution.definitions import (
+from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     DELIVERED,
     HAS_RETRIEVAL,
@@ -22,8 +22,8 @@ from evaluators.components.execution.definitions import (
     PROGRESS_AT_STOP,
     SPAN_ERROR,
 )
-from evaluators.components.execution.rollup import VERSION as ROLLUP_VERSION
-from evaluators.components.execution.rollup import (
+from agent_factory.evaluators.components.execution.rollup import VERSION as ROLLUP_VERSION
+from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
     FailureItem,
@@ -35,10 +35,10 @@ from evaluators.components.execution.rollup import (
     rate_result,
     uncollected_results,
 )
-from evaluators.core.model import Result
-from evaluators.core.registry import Analysis, Observations, UnitRow
-from evaluators.stats import cluster_bootstrap_ci
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
+from agent_factory.evaluators.stats import cluster_bootstrap_ci
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "2"
 

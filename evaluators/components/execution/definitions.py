@@ -7,8 +7,8 @@ span. Ids are constants so analyses and other components refer to them without s
 
 from __future__ import annotations
 
-from adapters.model import SpanKind
-from evaluators.core.model import DataDefinition
+from agent_factory.adapters.model import SpanKind
+from agent_factory.evaluators.core.model import DataDefinition
 
 MODE = "execution.mode"
 DELIVERED = "execution.delivered"

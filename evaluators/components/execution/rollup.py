@@ -14,11 +14,11 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Literal, NamedTuple
 
-from evaluators.core.model import Component, Layer, Result, Value
-from evaluators.core.registry import Observations, UnitRow
+from agent_factory.evaluators.core.model import Component, Layer, Result, Value
+from agent_factory.evaluators.core.registry import Observations, UnitRow
 import numpy as np
 
-from evaluators.stats import cluster_bootstrap_ci, cluster_proportion_ci, proportion_ci
+from agent_factory.evaluators.stats import cluster_bootstrap_ci, cluster_proportion_ci, proportion_ci
 
 VERSION = "1"
 

@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from adapters.model import EvidencePointer, Span, Turn
-from evaluators.components.execution.definitions import (
+from agent_factory.adapters.model import EvidencePointer, Span, Turn
+from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     CHAIN_REQUIREMENTS,
     DELIVERED,
@@ -25,7 +25,7 @@ from evaluators.components.execution.definitions import (
     PROGRESS_AT_STOP,
     SPAN_ERROR,
 )
-from evaluators.core.registry import RuleAnswer, RuleContext, SpanView, rule
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, SpanView, rule
 
 VERSION = "2"
 """Version of these rules; the cache also keys on this module's source."""

@@ -7,16 +7,16 @@ atomic data and results. The runner must feed Provenance the turns of *every* se
 
 from __future__ import annotations
 
-from evaluators.components.provenance import rules  # noqa: F401  (registers the rules)
-from evaluators.components.provenance.analysis import NAME, VERSION, provenance_analysis
-from evaluators.components.provenance.definitions import (
+from agent_factory.evaluators.components.provenance import rules  # noqa: F401  (registers the rules)
+from agent_factory.evaluators.components.provenance.analysis import NAME, VERSION, provenance_analysis
+from agent_factory.evaluators.components.provenance.definitions import (
     DEFINITIONS,
     EVIDENCE_COMPLETE,
     FIELD_ITEMS,
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
 
 SPEC = register_component(
     ComponentSpec(

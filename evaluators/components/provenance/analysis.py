@@ -18,16 +18,16 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 
-from evaluators.components.provenance.definitions import (
+from agent_factory.evaluators.components.provenance.definitions import (
     EVIDENCE_COMPLETE,
     FIELD_ITEMS,
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from evaluators.core.model import Result
-from evaluators.core.registry import Observations, UnitRow
-from evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
-from knowledge_packs import REAL_SEGMENT, KnowledgePack
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Observations, UnitRow
+from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
+from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack
 
 VERSION = "1"
 NAME = "provenance.evidence"

@@ -7,7 +7,7 @@ component, Provenance must see *all* segments: the runner feeds it every turn, n
 
 from __future__ import annotations
 
-from evaluators.core.model import DataDefinition
+from agent_factory.evaluators.core.model import DataDefinition
 
 SEGMENT = "provenance.segment"
 EVIDENCE_COMPLETE = "provenance.evidence_complete"

@@ -10,17 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from adapters.model import EvidencePointer, Turn
-from evaluators.components.provenance.definitions import (
+from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.evaluators.components.provenance.definitions import (
     EVIDENCE_COMPLETE,
     FIELD_ITEMS,
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from evaluators.core.registry import RuleAnswer, RuleContext, rule
-from evaluators.provenance import VERSION as PROVENANCE_VERSION
-from evaluators.provenance import Coverage, FieldCoverage, InjectionFlag, coverage, scan_turn, segment_turn
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
+from agent_factory.evaluators.provenance import VERSION as PROVENANCE_VERSION
+from agent_factory.evaluators.provenance import Coverage, FieldCoverage, InjectionFlag, coverage, scan_turn, segment_turn
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = f"1;{PROVENANCE_VERSION}"
 """Version of these rules, including the provenance logic they call."""

@@ -5,10 +5,10 @@ censored sessions are a labelled fact, never a return or a non-return (see `defi
 package registers the rules and the component.
 """
 
-from evaluators.components.results import rules  # noqa: F401  (registers the rule collectors)
-from evaluators.components.results.analysis import ANALYSES, VERSION
-from evaluators.components.results.definitions import DEFINITIONS
-from evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.components.results import rules  # noqa: F401  (registers the rule collectors)
+from agent_factory.evaluators.components.results.analysis import ANALYSES, VERSION
+from agent_factory.evaluators.components.results.definitions import DEFINITIONS
+from agent_factory.evaluators.core.registry import ComponentSpec, register_component
 
 SPEC = register_component(ComponentSpec(
     name="results",

@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple
 
-from evaluators.components.execution.analysis import failed, handed_off
-from evaluators.components.execution.definitions import DELIVERED
-from evaluators.components.execution.rollup import (
+from agent_factory.evaluators.components.execution.analysis import failed, handed_off
+from agent_factory.evaluators.components.execution.definitions import DELIVERED
+from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
     Meta,
@@ -25,7 +25,7 @@ from evaluators.components.execution.rollup import (
     rate_result,
     uncollected_results,
 )
-from evaluators.components.results.definitions import (
+from agent_factory.evaluators.components.results.definitions import (
     CENSORED,
     FEEDBACK,
     NOT_RETURNED,
@@ -34,13 +34,13 @@ from evaluators.components.results.definitions import (
     RETURNED,
     RETURNED_WITHIN_T,
 )
-from evaluators.components.results.rollup import REDO_FLAG, session_rollup
-from evaluators.components.results.rules import NOT_OBSERVABLE
-from evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
-from evaluators.core.model import Result, Value
-from evaluators.core.registry import Analysis, Observations, UnitRow
-from evaluators.stats import cluster_bootstrap_ci
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.components.results.rollup import REDO_FLAG, session_rollup
+from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
+from agent_factory.evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
+from agent_factory.evaluators.core.model import Result, Value
+from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
+from agent_factory.evaluators.stats import cluster_bootstrap_ci
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "2"
 

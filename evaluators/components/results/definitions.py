@@ -13,7 +13,7 @@ return rate's denominator and report how many there were. It is never a return a
 
 from __future__ import annotations
 
-from evaluators.core.model import DataDefinition
+from agent_factory.evaluators.core.model import DataDefinition
 
 RETURNED_WITHIN_T = "results.returned_within_t"
 RETURN_INTERVAL_S = "results.return_interval_s"

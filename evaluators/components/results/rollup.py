@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from evaluators.components.execution.rollup import FailureItem, Meta, cluster_of, rate_result, row_flagged
-from evaluators.components.results.definitions import REDO
-from evaluators.core.model import Result
-from evaluators.core.registry import Observations
+from agent_factory.evaluators.components.execution.rollup import FailureItem, Meta, cluster_of, rate_result, row_flagged
+from agent_factory.evaluators.components.results.definitions import REDO
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Observations
 
 VERSION = "1"
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from adapters.model import Conversation, EvidencePointer, OutcomeEvent, Turn
-from evaluators.components.execution.rules import field_pointer, text_pointer
-from evaluators.components.results.definitions import (
+from agent_factory.adapters.model import Conversation, EvidencePointer, OutcomeEvent, Turn
+from agent_factory.evaluators.components.execution.rules import field_pointer, text_pointer
+from agent_factory.evaluators.components.results.definitions import (
     CENSORED,
     FEEDBACK,
     FEEDBACK_KINDS,
@@ -22,8 +22,8 @@ from evaluators.components.results.definitions import (
     RETURNED,
     RETURNED_WITHIN_T,
 )
-from evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, rule
-from evaluators.stats import bigram_jaccard
+from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, rule
+from agent_factory.evaluators.stats import bigram_jaccard
 
 VERSION = "2"
 """Version of these rules; the cache also keys on this module's source."""

@@ -6,10 +6,10 @@ component: the eight checklist definitions (`definitions`, trace layer, model ti
 intervals, S by mode, per-item pass rates, and counts of what could not be scored).
 """
 
-from evaluators.components.substance import rules
-from evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
-from evaluators.components.substance.definitions import ITEMS, build
-from evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.components.substance import rules
+from agent_factory.evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
+from agent_factory.evaluators.components.substance.definitions import ITEMS, build
+from agent_factory.evaluators.core.registry import ComponentSpec, register_component
 
 DEFINITIONS = build(rules.RULES_DIGEST)
 """The eight checklist definitions, versioned with the applicability rules."""

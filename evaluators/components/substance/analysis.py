@@ -23,12 +23,12 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
-from evaluators.components.execution.rollup import Meta, cluster_of, count_result, rate_result, uncollected_results
-from evaluators.components.substance.definitions import ITEMS
-from evaluators.core.model import Result
-from evaluators.core.registry import Analysis, Observations, UnitRow
-from evaluators.stats import stratified_mean
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.components.execution.rollup import Meta, cluster_of, count_result, rate_result, uncollected_results
+from agent_factory.evaluators.components.substance.definitions import ITEMS
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
+from agent_factory.evaluators.stats import stratified_mean
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 

@@ -10,7 +10,7 @@ given context, C1 when the request asks for several things. Ids are constants fo
 
 from __future__ import annotations
 
-from evaluators.core.model import DataDefinition, Projection
+from agent_factory.evaluators.core.model import DataDefinition, Projection
 
 I1 = "substance.i1_answers_task"
 I2 = "substance.i2_respects_constraints"

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import re
 
-from adapters.model import EvidencePointer, Turn, stable_id
-from evaluators.components.substance.definitions import (
+from agent_factory.adapters.model import EvidencePointer, Turn, stable_id
+from agent_factory.evaluators.components.substance.definitions import (
     APPLIES_CONSTRAINTS,
     APPLIES_CONTEXT,
     APPLIES_DELIVERED,
     APPLIES_MULTIPART,
     C2,
 )
-from evaluators.core.registry import RuleAnswer, RuleContext, rule
-from evaluators.provenance import normalize as _norm
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.knowledge_packs import KnowledgePack
 
 _NUM = r"(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten|a\s+few)"
 _ZH_NUM = r"[\d一二两三四五六七八九十百]+"

@@ -6,8 +6,8 @@ Importing this package registers the rules (`rules`) and the component: its conv
 shares, and the replay rate after a failed vs a delivered turn).
 """
 
-from evaluators.components.trajectory import rules  # noqa: F401  (registers the rule collectors)
-from evaluators.components.trajectory.analysis import (
+from agent_factory.evaluators.components.trajectory import rules  # noqa: F401  (registers the rule collectors)
+from agent_factory.evaluators.components.trajectory.analysis import (
     ANALYSES,
     OUTCOMES,
     VERSION,
@@ -15,8 +15,8 @@ from evaluators.components.trajectory.analysis import (
     replay_after_failure,
     session_outcome,
 )
-from evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
-from evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
+from agent_factory.evaluators.core.registry import ComponentSpec, register_component
 
 SPEC = register_component(ComponentSpec(
     name="trajectory",

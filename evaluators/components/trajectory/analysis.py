@@ -18,7 +18,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Literal, NamedTuple
 
-from evaluators.components.execution.rollup import (
+from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
     Meta,
@@ -27,16 +27,16 @@ from evaluators.components.execution.rollup import (
     rate_result,
     uncollected_results,
 )
-from evaluators.components.trajectory.definitions import (
+from agent_factory.evaluators.components.trajectory.definitions import (
     BLOCKING_EVENTS,
     RECOVERY_EVENTS,
     REPLAY_TURNS,
     TURNS,
 )
-from evaluators.core.model import Result
-from evaluators.core.registry import Analysis, Observations, UnitRow
-from evaluators.stats import cluster_bootstrap_ci
-from knowledge_packs import KnowledgePack
+from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
+from agent_factory.evaluators.stats import cluster_bootstrap_ci
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 

@@ -10,7 +10,7 @@ Ids are constants so the analyses and other components refer to them without str
 
 from __future__ import annotations
 
-from evaluators.core.model import DataDefinition, DatumKind, Projection, Tier
+from agent_factory.evaluators.core.model import DataDefinition, DatumKind, Projection, Tier
 
 REQUEST_REPLAY = "trajectory.request_replay"
 VERBATIM_REPLAY = "trajectory.verbatim_replay"

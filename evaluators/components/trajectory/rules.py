@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal, NamedTuple
 
-from adapters.model import FAILED_STATES, Conversation, EvidencePointer, Turn
-from evaluators.components.trajectory.definitions import (
+from agent_factory.adapters.model import FAILED_STATES, Conversation, EvidencePointer, Turn
+from agent_factory.evaluators.components.trajectory.definitions import (
     ABANDONMENT,
     CLARIFICATION_LOOP,
     CONTEXT_REPAIR,
@@ -30,10 +30,10 @@ from evaluators.components.trajectory.definitions import (
     TURNS,
     VERBATIM_REPLAY,
 )
-from evaluators.core.registry import RuleAnswer, RuleContext, rule
-from evaluators.provenance import normalize as _norm
-from evaluators.stats import bigram_jaccard, normalize_text
-from knowledge_packs import KnowledgePack, compile_pattern
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
+from agent_factory.evaluators.provenance import normalize as _norm
+from agent_factory.evaluators.stats import bigram_jaccard, normalize_text
+from agent_factory.knowledge_packs import KnowledgePack, compile_pattern
 
 VERSION = f"3+norm{_norm.VERSION}"
 """Version of these rules, including the text normalization the lexicons match on."""
