@@ -303,8 +303,24 @@ class Store:
         self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
+            self.con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+                             [str(SCHEMA_VERSION)])
+        self._check_schema()
         if not read_only:
             self._create()
+
+    def _check_schema(self) -> None:
+        """Refuse a store written with another schema: one line naming both versions and what to do."""
+        try:
+            found = self.get_meta("schema_version")
+        except duckdb.Error:
+            found = None  # no meta table: an empty file opened read-only, or not a store
+        if found != str(SCHEMA_VERSION):
+            self.con.close()
+            what = f"was written with schema v{found}" if found is not None else "has no schema version (not a store?)"
+            raise StoreError(f"{self.path}: the store {what}, this version reads and writes v{SCHEMA_VERSION}; "
+                             "remove it (or pass another --store) and ingest again")
 
     def __enter__(self) -> Store:
         return self
@@ -317,13 +333,6 @@ class Store:
 
     def _create(self) -> None:
         c = self.con
-        c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        c.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
-        found = self.get_meta("schema_version")
-        if found != str(SCHEMA_VERSION):
-            self.con.close()
-            raise StoreError(f"{self.path}: the store was written with schema v{found}, this version writes "
-                             f"v{SCHEMA_VERSION}; remove it (or pass another --store) and ingest again")
         c.execute(
             "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ,"
             " finished_at TIMESTAMPTZ, report VARCHAR)"
