@@ -468,6 +468,14 @@ class Store:
         stands in for a missing user), then time, so one user's turns arrive together. `users` keeps the turns
         of those user keys only.
         """
+        for turn, _segment in self.iter_segmented_turns(segment=segment, order=order, batch=batch, users=users):
+            yield turn
+
+    def iter_segmented_turns(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000, users: Collection[str] | None = None,
+    ) -> Iterator[tuple[Turn, str]]:
+        """Like `iter_turns`, each turn with its traffic segment (read in the same query)."""
         conds: list[str] = []
         params: list[Any] = []
         if segment is not None:
@@ -501,12 +509,7 @@ class Store:
                     request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
                     start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
                     spans=tuple(spans[r["id"]]), attributes=json.loads(r["attributes"]),
-                )
-
-    def segments_of(self, turn_ids: list[str]) -> dict[str, str]:
-        """Segment of each turn id."""
-        cur = self.con.cursor()  # reads may interleave with writes on the main connection
-        return dict(cur.execute("SELECT id, segment FROM turns WHERE id IN (SELECT unnest(?))", [turn_ids]).fetchall())
+                ), r["segment"]
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""
