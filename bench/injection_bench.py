@@ -40,7 +40,7 @@ with Store(store) as st:
     rep = ingest_paths(st, [src], pack=pack)
     ingest = time.perf_counter() - t0
     turns = []
-    for u in iter_user_units(st, window_days=pack.thresholds.window_days):
+    for u in iter_user_units(st, window_days=pack.thresholds.window_days, horizon=st.horizon()):
         turns += list(u.excluded) + [t for c in (u.view.conversations if u.view else ()) for t in c.turns]
 texts = [x for t in turns for x in (t.request, t.answer, *(y for s in t.spans for y in (s.input, s.output))) if x]
 t1 = time.perf_counter()

@@ -1,4 +1,4 @@
-"""`python -m factory` is the `agent-factory` command."""
+"""`python -m agent_factory.factory` is the `agent-factory` command (as is `python -m agent_factory`)."""
 
 from agent_factory.factory.cli import main
 

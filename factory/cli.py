@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -279,9 +280,11 @@ UnapprovedOpt = Annotated[
 ]
 
 
-def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, config: Path | None,
-            cache_dir: Path | None, unapproved: bool, concurrency: int = 8, full: bool = False) -> Any:
-    """The pipeline runner for a store and suite (says on stderr which suite version runs)."""
+def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pack: str | None,
+            config: Path | None, cache_dir: Path | None, unapproved: bool, concurrency: int = 8,
+            full: bool = False) -> Any:
+    """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
+    is closed with `stack`."""
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
     from agent_factory.evaluators.collect.prompt import template_dir
     from agent_factory.factory.run import Runner
@@ -301,7 +304,7 @@ def _runner(st: Store, store: Path, *, suite: Path | None, pack: str | None, con
     cfg = load_model_config(config)
     # Prompts render from the suite's (approved) templates: a template edit a person approved is what runs.
     cascade = Cascade(
-        cfg, cache=DatumCache(cache_dir if cache_dir is not None else store.parent / "cache"),
+        cfg, cache=stack.enter_context(DatumCache(cache_dir if cache_dir is not None else store.parent / "cache")),
         budget=Budget(cfg.budget), templates=template_dir(chosen.files),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
@@ -352,8 +355,8 @@ def run(
     if not store.exists():
         raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
-        with Store(store) as st:
-            runner = _runner(st, store, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
+        with Store(store) as st, ExitStack() as stack:
+            runner = _runner(st, store, stack=stack, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
                              unapproved=unapproved, concurrency=concurrency, full=full)
             with _progress(quiet=as_json) as progress:
                 task = progress.add_task("evaluating users", total=runner.users_to_visit())
@@ -408,8 +411,9 @@ def watch(
     store.parent.mkdir(parents=True, exist_ok=True)
 
     def make_run(st: Store) -> Any:
-        return _runner(st, store, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
-                       unapproved=unapproved).run()
+        with ExitStack() as stack:
+            return _runner(st, store, stack=stack, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
+                           unapproved=unapproved).run()
 
     def show(c: Cycle) -> None:
         if as_json:

@@ -204,7 +204,8 @@ class Runner:
             by_component.setdefault(self.component_of[i], []).append(d)
         self.sources = current_sources(store)
         self.injections = injection_pointers(store)
-        self.horizon = _epoch(store.horizon())
+        self.horizon_at = store.horizon()
+        self.horizon = _epoch(self.horizon_at)
         self.traces = TracesState(sources=self.sources, window_days=pack.thresholds.window_days)
         self.graph = build_graph(
             specs=self.specs, definitions=by_component, pack=pack, traces=self.traces,
@@ -320,7 +321,8 @@ class Runner:
                 await self._user(u, self.defs if rebuilt else changed)  # type: ignore[arg-type]
 
         which = None if plan.visit_all else plan.users
-        for u in iter_user_units(self.store, window_days=self.pack.thresholds.window_days, users=which):
+        for u in iter_user_units(self.store, window_days=self.pack.thresholds.window_days, users=which,
+                                 horizon=self.horizon_at):
             pending.add(asyncio.create_task(one(u)))
             if len(pending) >= self.concurrency * 2:
                 finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

@@ -303,8 +303,24 @@ class Store:
         self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
+            self.con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+            self.con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+                             [str(SCHEMA_VERSION)])
+        self._check_schema()
         if not read_only:
             self._create()
+
+    def _check_schema(self) -> None:
+        """Refuse a store written with another schema: one line naming both versions and what to do."""
+        try:
+            found = self.get_meta("schema_version")
+        except duckdb.Error:
+            found = None  # no meta table: an empty file opened read-only, or not a store
+        if found != str(SCHEMA_VERSION):
+            self.con.close()
+            what = f"was written with schema v{found}" if found is not None else "has no schema version (not a store?)"
+            raise StoreError(f"{self.path}: the store {what}, this version reads and writes v{SCHEMA_VERSION}; "
+                             "remove it (or pass another --store) and ingest again")
 
     def __enter__(self) -> Store:
         return self
@@ -317,13 +333,6 @@ class Store:
 
     def _create(self) -> None:
         c = self.con
-        c.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        c.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
-        found = self.get_meta("schema_version")
-        if found != str(SCHEMA_VERSION):
-            self.con.close()
-            raise StoreError(f"{self.path}: the store was written with schema v{found}, this version writes "
-                             f"v{SCHEMA_VERSION}; remove it (or pass another --store) and ingest again")
         c.execute(
             "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ,"
             " finished_at TIMESTAMPTZ, report VARCHAR)"
@@ -459,6 +468,14 @@ class Store:
         stands in for a missing user), then time, so one user's turns arrive together. `users` keeps the turns
         of those user keys only.
         """
+        for turn, _segment in self.iter_segmented_turns(segment=segment, order=order, batch=batch, users=users):
+            yield turn
+
+    def iter_segmented_turns(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000, users: Collection[str] | None = None,
+    ) -> Iterator[tuple[Turn, str]]:
+        """Like `iter_turns`, each turn with its traffic segment (read in the same query)."""
         conds: list[str] = []
         params: list[Any] = []
         if segment is not None:
@@ -492,12 +509,7 @@ class Store:
                     request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
                     start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
                     spans=tuple(spans[r["id"]]), attributes=json.loads(r["attributes"]),
-                )
-
-    def segments_of(self, turn_ids: list[str]) -> dict[str, str]:
-        """Segment of each turn id."""
-        cur = self.con.cursor()  # reads may interleave with writes on the main connection
-        return dict(cur.execute("SELECT id, segment FROM turns WHERE id IN (SELECT unnest(?))", [turn_ids]).fetchall())
+                ), r["segment"]
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""

@@ -91,10 +91,11 @@ def engagement_view(
 
 
 def iter_user_units(
-    store: Store, *, window_days: float, users: Collection[str] | None = None,
+    store: Store, *, window_days: float, horizon: datetime | None, users: Collection[str] | None = None,
 ) -> Iterator[UserUnits]:
-    """Every user's units (or those of `users`, by user key), user by user, in a stable order."""
-    horizon = store.horizon()
+    """Every user's units (or those of `users`, by user key), user by user, in a stable order.
+
+    `horizon` is the end of observation (`Store.horizon()`), read once by the caller."""
     events_by_conv: dict[str, list[OutcomeEvent]] = {}
     events_by_user: dict[str, list[OutcomeEvent]] = {}
     for ev in store.events():
@@ -103,11 +104,11 @@ def iter_user_units(
         if ev.user_id is not None:
             events_by_user.setdefault(ev.user_id, []).append(ev)
     attrs = store.conversation_attributes()
-    for key, group in groupby(store.iter_turns(segment=None, order="user", users=users), key=user_key):
-        turns = list(group)
-        seg = store.segments_of([t.id for t in turns])
-        real = [t for t in turns if seg.get(t.id) == "real"]
-        excluded = tuple(t for t in turns if seg.get(t.id) != "real")
+    turns_of_users = store.iter_segmented_turns(segment=None, order="user", users=users)
+    for key, group in groupby(turns_of_users, key=lambda ts: user_key(ts[0])):
+        pairs = list(group)
+        real = [t for t, seg in pairs if seg == "real"]
+        excluded = tuple(t for t, seg in pairs if seg != "real")
         view = None
         if real:
             convs = build_conversations(real, events=events_by_conv, attributes=attrs)

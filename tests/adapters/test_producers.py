@@ -32,7 +32,8 @@ def _ingest(shape: str, tmp: Path) -> tuple[dict[str, Any], list[Any], Any, dict
     files = [PRODUCERS / shape / f for f in truth["files"]["traces"]]
     with Store(tmp / "s.duckdb") as st:
         report = ingest_paths(st, files, pack=load_pack("default"))
-        convs = [c for u in iter_user_units(st, window_days=30) if u.view for c in u.view.conversations]
+        units = iter_user_units(st, window_days=30, horizon=st.horizon())
+        convs = [c for u in units if u.view for c in u.view.conversations]
         complete = dict(st.con.execute("SELECT turn_id, complete FROM provenance").fetchall())
     return truth, convs, report, complete
 

@@ -1,0 +1,46 @@
+"""A store written with another schema is refused at open, in one line naming both versions and what to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from agent_factory.adapters.exceptions import StoreError
+from agent_factory.factory.cli import app
+from agent_factory.factory.store import SCHEMA_VERSION, Store
+
+
+def _older_store(path: Path) -> None:
+    with Store(path):
+        pass
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    con.close()
+
+
+def test_an_older_store_is_refused_naming_both_versions(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    _older_store(path)
+    with pytest.raises(StoreError) as e:
+        Store(path)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg
+    assert "v2" in msg and f"v{SCHEMA_VERSION}" in msg and "remove it" in msg
+    with pytest.raises(StoreError, match="schema v2"):  # read-only opens are checked too
+        Store(path, read_only=True)
+    with Store(tmp_path / "new.duckdb"):  # a new store opens, and opens again
+        pass
+    with Store(tmp_path / "new.duckdb", read_only=True):
+        pass
+
+
+def test_the_cli_says_it_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    _older_store(path)
+    result = CliRunner().invoke(app, ["stats", "--store", str(path)])
+    assert result.exit_code == 1
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "v2" in lines[0] and "Traceback" not in result.output

@@ -1,0 +1,57 @@
+"""One import namespace: everything is `agent_factory.*`, and the wheel installs nothing else at the top level."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("adapters", "evaluators", "factory", "knowledge_packs")
+
+
+def test_every_module_imports_under_the_namespace_and_no_old_name_is_loaded() -> None:
+    names = []
+    for folder in FOLDERS:
+        pkg = importlib.import_module(f"agent_factory.{folder}")
+        assert Path(pkg.__file__).parent == ROOT / folder  # the folder stays where the project lays it out
+        names += [m.name for m in pkgutil.walk_packages(pkg.__path__, f"agent_factory.{folder}.")]
+    assert len(names) > 50
+    for name in names:
+        if name.endswith("__main__"):
+            continue
+        importlib.import_module(name)
+    # The repository root is on sys.path under pytest, so a module still importing `adapters.x` would work here
+    # and break for every user: no module of the project may be loaded under a bare folder name.
+    stray = sorted(
+        n for n, m in sys.modules.items()
+        if n.split(".")[0] in FOLDERS and str(getattr(m, "__file__", "") or "").startswith(str(ROOT))
+    )
+    assert stray == []
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("agent_factory-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+    top = {n.split("/")[0] for n in names}
+    assert {t for t in top if not t.endswith(".dist-info")} == {"agent_factory"}
+    packages = {n.rsplit("/", 1)[0].replace("/", ".") for n in names if n.endswith("/__init__.py")}
+    expected = {"agent_factory"} | {
+        "agent_factory." + str(p.parent.relative_to(ROOT)).replace("/", ".")
+        for folder in FOLDERS for p in (ROOT / folder).rglob("__init__.py")
+    }
+    assert packages == expected
+    assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
+    # Package data travels with its package: the default knowledge pack and the prompt templates.
+    assert any(n.startswith("agent_factory/knowledge_packs/") and n.endswith(".yaml") for n in names)
+    assert any(n.endswith(".j2") for n in names)
+    assert not any(n.startswith(("tests/", "bench/")) for n in names)
