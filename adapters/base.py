@@ -11,19 +11,17 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
-
-from agent_factory.adapters.exceptions import SpecError, UnknownNameError
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
+
+from agent_factory.errors import SpecError, UnknownNameError
+from agent_factory.frozen import Frozen
 
 HEAD_BYTES = 65536
 """How much of a file `detect` reads to sniff its format."""
 
 
-class Quarantine(BaseModel):
+class Quarantine(Frozen):
     """A record that could not be accepted, with a one-line reason."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: str
     """The file the record came from."""

@@ -10,16 +10,22 @@ naming the file, the record and the field, and reading goes on.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.base import AdapterItem
-from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
+from agent_factory.adapters.chat_io import (
+    RecordProblem,
+    first_record,
+    json_safe,
+    json_type,
+    read_conversations,
+)
 from agent_factory.adapters.chat_messages import ROLES, convert_messages
 from agent_factory.adapters.model import Conversation, OutcomeEvent
+
+from agent_factory.digest import digest
 
 _RECORD_KEYS = ("messages", "traj", "steps")
 
@@ -34,8 +40,7 @@ def _looks_like_messages(value: Any) -> bool:
 
 
 def _content_id(messages: list[Any]) -> str:
-    canon = json.dumps(messages, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return "chat-" + hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return "chat-" + digest(messages, n=16)
 
 
 def _opt_id(record: dict[str, Any], key: str) -> str | None:

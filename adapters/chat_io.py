@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import ijson
-from ijson.common import ObjectBuilder
-from pydantic import ValidationError
-
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
 from agent_factory.adapters.model import Conversation
+from ijson.common import ObjectBuilder
+from pydantic import ValidationError
+
+from agent_factory.digest import canonical_json
 
 Layout = Literal["lines", "array", "document"]
 """`lines`: one record per line; `array`: a JSON array of records; `document`: the whole file is one record."""
@@ -283,7 +284,7 @@ def to_text(value: Any) -> str | None:
     """A JSON value as span text: strings unchanged, anything else as compact JSON, None stays None."""
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return canonical_json(value)
 
 
 def json_safe(value: Any) -> Any:

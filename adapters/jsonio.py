@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import ijson
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent_factory.adapters.base import Quarantine
+from pydantic import Field
+
+from agent_factory.frozen import Frozen
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
 """Default longest string field kept whole (8 MiB characters); a longer one is cut, head and tail kept."""
@@ -41,10 +42,8 @@ CUT_PATTERN = re.compile(r"\[agent-factory: (\d+) of (\d+) characters cut here a
 _NAN_KEY = re.compile(r'"([^"\\]{1,200})"\s*:\s*(?:-?NaN|-?Infinity)\b')
 
 
-class FieldLimits(BaseModel):
+class FieldLimits(Frozen):
     """How much text one field and one record may hold when read."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_field_chars: int = Field(default=MAX_FIELD_CHARS, ge=MIN_FIELD_CHARS)
     """A string longer than this is cut to this length: its head and tail are kept around a marker saying how
@@ -54,10 +53,8 @@ class FieldLimits(BaseModel):
     is the problem, and keeping pieces of every field would not be the record any more."""
 
 
-class FieldCut(BaseModel):
+class FieldCut(Frozen):
     """One field that was cut on reading: where it was, how long it was, how much was kept."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     source: str
     """The file."""

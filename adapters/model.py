@@ -11,7 +11,9 @@ import hashlib
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from agent_factory.frozen import Frozen
 
 SpanKind = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding", "other"]
 """What a span did. `reasoning` is a thinking step; `agent` an orchestrating or chain step."""
@@ -37,10 +39,6 @@ TextField = Literal["request", "answer", "input", "output", "error"]
 """Fields of a unit that evidence pointers may cite."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
 def stable_id(*parts: object, prefix: str = "") -> str:
     """A short deterministic id from content parts (sha256, 16 hex chars)."""
     h = hashlib.sha256()
@@ -50,7 +48,7 @@ def stable_id(*parts: object, prefix: str = "") -> str:
     return f"{prefix}{h.hexdigest()[:16]}"
 
 
-class EvidencePointer(_Frozen):
+class EvidencePointer(Frozen):
     """Where a datum's evidence is: a unit, one of its text fields and a character range in it."""
 
     unit_id: str
@@ -63,7 +61,7 @@ class EvidencePointer(_Frozen):
     """One past the last character of the cited range."""
 
 
-class TokenUsage(_Frozen):
+class TokenUsage(Frozen):
     """Token counts reported for a model call."""
 
     input: int | None = Field(default=None, ge=0)
@@ -74,7 +72,7 @@ class TokenUsage(_Frozen):
     """Total tokens, as reported or input + output."""
 
 
-class Span(_Frozen):
+class Span(Frozen):
     """One model, tool, retrieval or reasoning call: the span layer's unit."""
 
     id: str
@@ -109,7 +107,7 @@ class Span(_Frozen):
     """Remaining source attributes, JSON-compatible, for rules that need them."""
 
 
-class OutcomeEvent(_Frozen):
+class OutcomeEvent(Frozen):
     """Something observed about a user or session after the fact: a reward, feedback, a return."""
 
     id: str
@@ -128,7 +126,7 @@ class OutcomeEvent(_Frozen):
     """Extra fields of the source (task id, trial, ...)."""
 
 
-class Turn(_Frozen):
+class Turn(Frozen):
     """One request and its answer, with the span tree that produced it: the trace layer's unit."""
 
     id: str
@@ -159,7 +157,7 @@ class Turn(_Frozen):
     """Turn-level source attributes (account type, request source, ...)."""
 
 
-class Conversation(_Frozen):
+class Conversation(Frozen):
     """One session of a user with the agent: the conversation layer's unit."""
 
     id: str
@@ -178,7 +176,7 @@ class Conversation(_Frozen):
     """Conversation-level source attributes (task id, trial, termination source, ...)."""
 
 
-class Engagement(_Frozen):
+class Engagement(Frozen):
     """One user's sessions and outcome events within a window: the engagement layer's unit."""
 
     id: str

@@ -32,15 +32,35 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import (
-    BaseModel, ConfigDict, Field, StrictBool, ValidationError, ValidationInfo, field_validator, model_validator,
-)
-
 from agent_factory.adapters.base import AdapterItem
 from agent_factory.adapters.chat_io import (
-    RecordProblem, first_record, json_safe, json_type, problem_from, read_conversations, to_text,
+    RecordProblem,
+    first_record,
+    json_safe,
+    json_type,
+    problem_from,
+    read_conversations,
+    to_text,
 )
-from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
+from agent_factory.adapters.model import (
+    Conversation,
+    DeliveryState,
+    OutcomeEvent,
+    Span,
+    SpanKind,
+    TokenUsage,
+    Turn,
+)
+from pydantic import (
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agent_factory.frozen import Frozen
 
 StepType = Literal["model_call", "tool_call", "reasoning", "thought", "retrieval", "embedding", "agent", "other"]
 """Step types of the step log; `other` is for anything else (its `name` says what)."""
@@ -67,11 +87,7 @@ def _utc(v: datetime | None) -> datetime | None:
     return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
 
 
-class _Schema(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class StepTokens(_Schema):
+class StepTokens(Frozen):
     """Token counts of a model call."""
 
     input: int | None = Field(default=None, ge=0, strict=True)
@@ -82,7 +98,7 @@ class StepTokens(_Schema):
     """Total tokens, if reported separately."""
 
 
-class Step(_Schema):
+class Step(Frozen):
     """One step of a step-log run. Needs `started_at` and one of `ended_at` / `duration_ms`."""
 
     index: int = Field(ge=0, strict=True)
@@ -135,7 +151,7 @@ class Step(_Schema):
         return self
 
 
-class Run(_Schema):
+class Run(Frozen):
     """One step-log run: a task attempt by an agent, as its ordered steps."""
 
     run_id: str = Field(min_length=1)
@@ -163,7 +179,7 @@ class Run(_Schema):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-class ContractStep(_Schema):
+class ContractStep(Frozen):
     """One step of a run contract. A `tool_call` needs `tool`; a `final_output` needs `content`."""
 
     type: ContractStepType
@@ -186,7 +202,7 @@ class ContractStep(_Schema):
     """Anything else, kept in the span's attributes."""
 
 
-class ContractOutcome(_Schema):
+class ContractOutcome(Frozen):
     """How the run ended, as judged by the task's checks."""
 
     success: StrictBool | None = None
@@ -199,7 +215,7 @@ class ContractOutcome(_Schema):
     """Anything else."""
 
 
-class RunContract(_Schema):
+class RunContract(Frozen):
     """A run contract: one run of one task. Needs `run_id` or `contract_id`."""
 
     run_id: str | None = Field(default=None, min_length=1)
@@ -221,7 +237,7 @@ class RunContract(_Schema):
         return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
 
 
-def _validate(model: type[_Schema], value: Any, what: str) -> Any:
+def _validate(model: type[Frozen], value: Any, what: str) -> Any:
     if not isinstance(value, dict):
         raise RecordProblem(None, f"{what} must be an object, got {json_type(value)}")
     try:

@@ -14,14 +14,25 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from agent_factory.adapters.base import adapter_names, get_adapter
+from agent_factory.adapters.jsonio import (
+    MAX_FIELD_CHARS,
+    MAX_RECORD_CHARS,
+    MIN_FIELD_CHARS,
+    FieldLimits,
+)
+from agent_factory.factory.store import DEFAULT_STORE, Store
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
-from agent_factory.adapters.base import adapter_names, get_adapter
-from agent_factory.adapters.exceptions import AgentFactoryError, SpecError
-from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
-from agent_factory.factory.store import DEFAULT_STORE, Store
+from agent_factory.errors import AgentFactoryError, SpecError
 
 EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
@@ -99,7 +110,8 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Write simulated traffic of a business-analysis agent (OTLP JSON lines) with its ground truth."""
-    from agent_factory.factory.simulate import SimConfig, load_config, simulate as run_sim
+    from agent_factory.factory.simulate import SimConfig, load_config
+    from agent_factory.factory.simulate import simulate as run_sim
 
     overrides = {k: v for k, v in (("users", users), ("seed", seed)) if v is not None}
     try:
@@ -285,7 +297,12 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
             full: bool = False) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
     is closed with `stack`."""
-    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
+    from agent_factory.evaluators.collect import (
+        Budget,
+        Cascade,
+        DatumCache,
+        load_model_config,
+    )
     from agent_factory.evaluators.collect.prompt import template_dir
     from agent_factory.factory.run import Runner
     from agent_factory.factory.suite import load_suite

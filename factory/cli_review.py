@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
 from rich.table import Table
 
-from agent_factory.adapters.exceptions import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
+from agent_factory.errors import AgentFactoryError
 
 
 def _missing(path: Path) -> typer.Exit | None:

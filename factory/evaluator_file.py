@@ -15,9 +15,7 @@ import dataclasses
 from pathlib import Path
 
 import yaml
-
-from agent_factory.adapters.exceptions import SpecError, UnknownNameError
-from agent_factory.evaluators.collect.prompt import template_dir, template_digest
+from agent_factory.evaluators.collect.prompt import template_digest, template_dir
 from agent_factory.evaluators.collect.schema import build_sigma, json_schema
 from agent_factory.evaluators.core import (
     AnalysisRef,
@@ -31,6 +29,8 @@ from agent_factory.evaluators.core import (
     load_yaml_model,
 )
 from agent_factory.knowledge_packs import KnowledgePack
+
+from agent_factory.errors import SpecError, UnknownNameError
 
 PACK_FILE = "pack.yaml"
 TEMPLATE_KINDS = ("checklist", "jury")

@@ -12,21 +12,20 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.factory.store import Store, dumps, event_row
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from agent_factory.knowledge_packs import KnowledgePack
+from pydantic import Field
+
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
 
 
-class FileReport(BaseModel):
+class FileReport(Frozen):
     """What ingest did with one file."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     path: str
     """The input file."""
@@ -47,10 +46,8 @@ class FileReport(BaseModel):
     later file brings the parent."""
 
 
-class IngestReport(BaseModel):
+class IngestReport(Frozen):
     """Totals over all files of one `ingest` call (the `--json` output)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     read: int
     """Records read."""

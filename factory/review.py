@@ -20,9 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict
-
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.evaluator_file import refresh
 from agent_factory.factory.suite import (
@@ -44,16 +41,15 @@ from agent_factory.factory.suite import (
 )
 from agent_factory.knowledge_packs.model import Clause
 
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
+
 SPEC_SUFFIXES = (".md", ".txt")
 _HASH_SUFFIX = re.compile(r"_[0-9a-f]{6}(?:_\d+)?$")
 _LINE_COMMENT = re.compile(r"^  # line (\d+):[^\n]*\n  - id: ([a-z][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FieldChange(_Frozen):
+class FieldChange(Frozen):
     """One field that differs between two versions of a clause."""
 
     field: str
@@ -64,7 +60,7 @@ class FieldChange(_Frozen):
     """Its new value (None when absent)."""
 
 
-class ClauseRef(_Frozen):
+class ClauseRef(Frozen):
     """A clause added or removed."""
 
     id: str
@@ -75,7 +71,7 @@ class ClauseRef(_Frozen):
     """Spec line, from the review comment of `pack.yaml` (None for clauses of the base pack)."""
 
 
-class ClauseChange(_Frozen):
+class ClauseChange(Frozen):
     """A clause present on both sides (matched by id, or by spec line or slug when its words changed)."""
 
     id: str
@@ -88,7 +84,7 @@ class ClauseChange(_Frozen):
     """What changed, old -> new (`invariant` is reported with the invariants)."""
 
 
-class DefinitionRef(_Frozen):
+class DefinitionRef(Frozen):
     """A data definition added or removed."""
 
     component: str
@@ -99,7 +95,7 @@ class DefinitionRef(_Frozen):
     """Its version."""
 
 
-class DefinitionChange(_Frozen):
+class DefinitionChange(Frozen):
     """A data definition whose content changed: its cached data are recollected."""
 
     component: str
@@ -116,7 +112,7 @@ class DefinitionChange(_Frozen):
     """Top-level fields that differ."""
 
 
-class EvaluatorChange(_Frozen):
+class EvaluatorChange(Frozen):
     """A component whose evaluator version v changed."""
 
     component: str
@@ -127,7 +123,7 @@ class EvaluatorChange(_Frozen):
     """New version (None: no evaluator file)."""
 
 
-class InvariantChange(_Frozen):
+class InvariantChange(Frozen):
     """An invariant entry whose confirmation changed."""
 
     clause: str
@@ -138,7 +134,7 @@ class InvariantChange(_Frozen):
     """Confirmed after."""
 
 
-class UncompiledRef(_Frozen):
+class UncompiledRef(Frozen):
     """A sentence the compiler could not compile."""
 
     line: int | None
@@ -149,7 +145,7 @@ class UncompiledRef(_Frozen):
     """Why it was not compiled."""
 
 
-class SuiteDiff(_Frozen):
+class SuiteDiff(Frozen):
     """What changes from suite `old` to suite `new` (`agent-factory diff --json`)."""
 
     old: str
@@ -191,7 +187,7 @@ class SuiteDiff(_Frozen):
     """One line saying the above."""
 
 
-class ApprovalStatus(_Frozen):
+class ApprovalStatus(Frozen):
     """Whether a suite is approved and whether its working files changed since."""
 
     directory: str

@@ -18,11 +18,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.adapters.model import Conversation, EvidencePointer, Turn
 from agent_factory.evaluators.collect.reasons import reason_category, retry_later
-from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.evaluators.core import (
     AtomicDatum,
     ComponentSpec,
@@ -33,8 +30,15 @@ from agent_factory.evaluators.core import (
     Result,
     SpanView,
 )
+from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
-from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
+from agent_factory.factory.pipeline.graph import (
+    TracesState,
+    build_graph,
+    describe,
+    fingerprints,
+    reads_component,
+)
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.state import (
     count_rows,
@@ -49,6 +53,8 @@ from agent_factory.factory.pipeline.state import (
 from agent_factory.factory.store import Batch, Store, dumps
 from agent_factory.factory.units import UserUnits, iter_user_units
 from agent_factory.knowledge_packs import KnowledgePack
+
+from agent_factory.frozen import Frozen
 
 
 class Collector(Protocol):
@@ -81,10 +87,8 @@ class Collector(Protocol):
     def collected(self) -> Counter[str]: ...
 
 
-class RunReport(BaseModel):
+class RunReport(Frozen):
     """What one `agent-factory run` did (the `--json` output)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     run_id: str
     """Id of the run (results and data rows it wrote carry it)."""

@@ -18,9 +18,15 @@ from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
+from agent_factory.adapters.model import (
+    Conversation,
+    OutcomeEvent,
+    Span,
+    TokenUsage,
+    Turn,
+)
 
-from agent_factory.adapters.exceptions import StoreError
-from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
+from agent_factory.errors import StoreError
 
 SCHEMA_VERSION = 3
 DEFAULT_MEMORY = "512MB"

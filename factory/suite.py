@@ -32,9 +32,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from agent_factory.adapters.exceptions import AgentFactoryError, SpecError
 from agent_factory.evaluators.core import (
     COMPONENTS,
     Component,
@@ -45,7 +42,15 @@ from agent_factory.evaluators.core import (
 from agent_factory.factory.evaluator_file import EVALUATORS_DIR, load_evaluator
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack
-from agent_factory.knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
+from agent_factory.knowledge_packs.loader import (
+    merge_pack_data,
+    read_pack_yaml,
+    validate_pack_data,
+)
+from pydantic import Field, ValidationError
+
+from agent_factory.errors import AgentFactoryError, SpecError
+from agent_factory.frozen import Frozen
 
 SUITE_FILE = "suite.yaml"
 MANIFEST_FILE = "manifest.json"
@@ -57,11 +62,7 @@ SUITE_PARTS = (SUITE_FILE, "pack.yaml", "evaluators", "templates", INVARIANTS_FI
 """What an approval copies besides the files the manifest lists (files, or directories taken whole)."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SuiteFile(_Frozen):
+class SuiteFile(Frozen):
     """The `suite.yaml` of a suite directory."""
 
     pack: str = "default"
@@ -70,7 +71,7 @@ class SuiteFile(_Frozen):
     """Components to run, in the design's order."""
 
 
-class InvariantEntry(_Frozen):
+class InvariantEntry(Frozen):
     """One entry of `invariants.yaml`."""
 
     clause: str = Field(min_length=1)
@@ -85,14 +86,14 @@ class InvariantEntry(_Frozen):
     """The clause as it reads in the spec; for the reviewer."""
 
 
-class InvariantsFile(_Frozen):
+class InvariantsFile(Frozen):
     """`invariants.yaml`: the invariants proposed by the compiler, each confirmed or not by a person."""
 
     invariants: tuple[InvariantEntry, ...] = ()
     """Entries in file order; a clause may appear once."""
 
 
-class Approval(_Frozen):
+class Approval(Frozen):
     """`approved/approval.json`: who approved which bytes of a suite, when."""
 
     suite_digest: str

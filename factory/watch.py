@@ -12,18 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.factory.ingest import IngestReport, expand_paths, ingest_paths
 from agent_factory.factory.run import RunReport
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import KnowledgePack
 
+from agent_factory.frozen import Frozen
 
-class Cycle(BaseModel):
+
+class Cycle(Frozen):
     """One watch cycle (a JSON line with `--json`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cycle: int
     """1, 2, ..."""

@@ -12,13 +12,12 @@ so a bad pattern fails at load time, naming its field, instead of at the first t
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Annotated, Any, Literal, TypeVar
 
+from agent_factory.adapters.model import stable_id
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
     StringConstraints,
@@ -28,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_factory.adapters.model import stable_id
+from agent_factory.frozen import Frozen
 
 T = TypeVar("T")
 
@@ -111,11 +110,7 @@ def _check_regex(pattern: str) -> str:
     return pattern
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SegmentRule(_Frozen):
+class SegmentRule(Frozen):
     """One segmentation rule: a turn meeting its conditions belongs to segment `name` (excluded from analysis)."""
 
     name: SegmentName
@@ -174,7 +169,7 @@ class SegmentRule(_Frozen):
         )
 
 
-class ModeBaseline(_Frozen):
+class ModeBaseline(Frozen):
     """The latency baseline of one agent mode."""
 
     geomean_seconds: float = Field(gt=0)
@@ -183,7 +178,7 @@ class ModeBaseline(_Frozen):
     """What the mode is (e.g. `deep`: asynchronous long report)."""
 
 
-class Baselines(_Frozen):
+class Baselines(Frozen):
     """Latency baselines per mode and the fast-failure band."""
 
     modes: dict[str, ModeBaseline] = Field(default_factory=dict)
@@ -192,7 +187,7 @@ class Baselines(_Frozen):
     """Answers faster than this are in the fast-failure band (in the study they failed 38.7% of the time)."""
 
 
-class LexiconPattern(_Frozen):
+class LexiconPattern(Frozen):
     """One behaviour pattern: a case-insensitive regex with an id that results cite."""
 
     id: PatternId
@@ -220,7 +215,7 @@ def _unique_ids(v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
     return v
 
 
-class Lexicon(_Frozen):
+class Lexicon(Frozen):
     """Behaviour lexicons of one language."""
 
     injection: tuple[LexiconPattern, ...] = ()
@@ -263,7 +258,7 @@ class Lexicon(_Frozen):
         return v
 
 
-class CoveragePolicy(_Frozen):
+class CoveragePolicy(Frozen):
     """Which evidence a turn needs, and where sources declare the original length of a cut text."""
 
     required_turn_fields: tuple[TurnTextField, ...] = ("request", "answer")
@@ -279,7 +274,7 @@ class CoveragePolicy(_Frozen):
     request and answer look in turn attributes, input and output in the span's attributes."""
 
 
-class HandoffPolicy(_Frozen):
+class HandoffPolicy(Frozen):
     """How a turn that hands the conversation to a person is recognised: it is neither delivered nor failed.
 
     Names are case-insensitive shell-style globs (`transfer_to_human*`). A tool span matches by its name or its
@@ -294,7 +289,7 @@ class HandoffPolicy(_Frozen):
     was delivered after it, since a hand-off between agents usually ends in the next agent's answer."""
 
 
-class Thresholds(_Frozen):
+class Thresholds(Frozen):
     """Numeric thresholds of the deterministic analyses."""
 
     redo_jaccard: Rate = 0.6
@@ -332,7 +327,7 @@ RuleParam = str | bool | int | float | tuple[str, ...]
 _MATCHERS = ("lexicon", "regex", "tool_names", "attribute_present", "attribute_equals")
 
 
-class ClauseCondition(_Frozen):
+class ClauseCondition(Frozen):
     """A trigger or an obligation: a registered rule, or a built-in condition the generic conduct rule checks.
 
     The built-in condition holds when any of its stated matchers does: a lexicon category or a regex found in
@@ -428,7 +423,7 @@ class ClauseCondition(_Frozen):
         return "rule" in self.tiers
 
 
-class Clause(_Frozen):
+class Clause(Frozen):
     """One policy clause r = (trigger phi_t, obligation psi) from an agent's role spec (Conduct).
 
     Data `conduct.<id>.trigger` (did phi_t occur in the unit?) and `conduct.<id>.obligation` (did psi hold,
@@ -501,7 +496,7 @@ def _check_clauses(clauses: tuple[Clause, ...], lexicons: dict[str, Lexicon] | N
                 )
 
 
-class KnowledgePack(_Frozen):
+class KnowledgePack(Frozen):
     """A knowledge pack K: segmentation, baselines, lexicons, evidence coverage, thresholds and policy clauses."""
 
     name: PackName

@@ -21,13 +21,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ValidationError
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
-
-from agent_factory.adapters.exceptions import CollectionError
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.config import ModelSpec, RetryPolicy
 from agent_factory.evaluators.collect.schema import json_schema
+from pydantic import BaseModel, ValidationError
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from agent_factory.errors import CollectionError
 
 # Never fetch litellm's cost map from the network; the copy shipped with litellm is used.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")

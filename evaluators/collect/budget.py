@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_factory.adapters.exceptions import CollectionError
 from agent_factory.evaluators.collect.config import BudgetLimits
+
+from agent_factory.errors import CollectionError
 
 BUDGET_EXHAUSTED = "budget exhausted"
 """The reason of every item left uncollected because the budget ran out."""

@@ -22,19 +22,18 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
-
 from agent_factory.evaluators.core.model import AtomicDatum
 from agent_factory.evaluators.core.registry import EngagementView, SpanView, get_rule
 from agent_factory.evaluators.core.source import function_digest, module_digest
+
+from agent_factory.digest import canonical_json
 
 _DATUM = "d:"
 _ANSWER = "a:"
 
 
 def _canonical(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode(
-        "utf-8", "surrogatepass"
-    )
+    return canonical_json(value).encode("utf-8", "surrogatepass")
 
 
 def sha256(data: bytes | str) -> str:

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.collect.backends import (
     Backend,
@@ -34,8 +33,17 @@ from agent_factory.evaluators.collect.backends import (
     backend_for,
     call_model,
 )
-from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from agent_factory.evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
+from agent_factory.evaluators.collect.budget import (
+    BUDGET_EXHAUSTED,
+    Budget,
+    BudgetExhausted,
+)
+from agent_factory.evaluators.collect.cache import (
+    DatumCache,
+    call_key,
+    context_digest,
+    unit_digest,
+)
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, check_jury
 from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.project import ProjectedEvidence, project
@@ -54,10 +62,30 @@ from agent_factory.evaluators.collect.reasons import (
     reason_category,
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor
-from agent_factory.evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
-from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
-from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
+from agent_factory.evaluators.collect.schema import (
+    QUOTE_NOT_FOUND,
+    ItemAnswer,
+    build_sigma,
+    json_schema,
+    locate_quote,
+)
+from agent_factory.evaluators.core.model import (
+    AtomicDatum,
+    DataDefinition,
+    Layer,
+    Tier,
+    Value,
+)
+from agent_factory.evaluators.core.registry import (
+    EngagementView,
+    RuleAnswer,
+    RuleContext,
+    get_rule,
+)
 from agent_factory.knowledge_packs import KnowledgePack
+
+from agent_factory.errors import SpecError
+
 
 @dataclass(frozen=True)
 class Job:

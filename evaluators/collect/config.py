@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.evaluators.core.model import CascadeConfig
+from pydantic import ConfigDict, Field, ValidationError, model_validator
+
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
 
 CONFIG_FILE = "agent-factory.toml"
 """Looked up in the working directory when no path is given."""
@@ -81,14 +82,10 @@ def derive_family(model: str) -> str:
     return head or name
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class ModelSpec(BaseModel):
+class ModelSpec(Frozen):
     """One model the cascade may call."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True)  # merged with Frozen's
 
     model: Any
     """A litellm model string, or a pydantic-ai `Model` object (called through a pydantic-ai Agent)."""
@@ -121,7 +118,7 @@ class ModelSpec(BaseModel):
         return f"{system}:{getattr(self.model, 'model_name', type(self.model).__name__)}"
 
 
-class BudgetLimits(_Frozen):
+class BudgetLimits(Frozen):
     """Per-run ceilings; None means unlimited. When one is reached no further model call is made."""
 
     calls: int | None = Field(default=None, ge=0)
@@ -132,7 +129,7 @@ class BudgetLimits(_Frozen):
     """Cost from litellm's local cost map (unknown models cost 0)."""
 
 
-class RetryPolicy(_Frozen):
+class RetryPolicy(Frozen):
     """tenacity's bounds for one structured call."""
 
     attempts: int = Field(default=4, ge=1, le=20)
@@ -162,7 +159,7 @@ def check_jury(jury: tuple[ModelSpec, ...]) -> None:
         )
 
 
-class ModelConfig(_Frozen):
+class ModelConfig(Frozen):
     """phi's models, limits and options for one run."""
 
     small: ModelSpec | None = None

@@ -18,12 +18,12 @@ import hashlib
 import json
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
-
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.adapters.model import Conversation, Turn
 from agent_factory.evaluators.core.model import Layer, Projection
 from agent_factory.evaluators.core.registry import EngagementView, SpanView
+
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 """Version of the projection code: it enters every model datum's cache key through the evidence digest."""
@@ -38,10 +38,8 @@ _VALID: dict[str, tuple[str, ...]] = {
 _ALIASES = {"turns": ("request", "answer"), "spans": ("spans.input", "spans.output")}
 
 
-class ShownField(BaseModel):
+class ShownField(Frozen):
     """One text field of the unit as projected: its full text and the ranges of it that are shown."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     """Evidence id in the prompt: `request`, `spans[2].output`, `turns[1].answer`, `sessions[0].turns[3].request`."""
@@ -63,10 +61,8 @@ class ShownField(BaseModel):
         return sum(b - a for a, b in self.shown)
 
 
-class ProjectedEvidence(BaseModel):
+class ProjectedEvidence(Frozen):
     """pi(x): the unit's evidence for one definition."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     unit_id: str
     """The unit projected."""

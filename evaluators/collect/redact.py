@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
-from agent_factory.adapters.exceptions import SpecError
+from agent_factory.errors import SpecError
 
 VERSION = "1"
 """Version of `DefaultRedactor`'s patterns: it enters the cache key of every model-collected datum."""

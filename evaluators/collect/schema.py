@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.core.model import DataDefinition
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 """Version of sigma's shape: it enters the template digest and so every model datum's cache key."""
@@ -27,10 +28,8 @@ QUOTE_NOT_FOUND = "evidence quote not found in the evidence"
 _PLACEHOLDER = re.compile(r"\[[A-Z][A-Z_]*\]")
 
 
-class ItemAnswer(BaseModel):
+class ItemAnswer(Frozen):
     """A model's answer to one checklist item."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     value: Literal["yes", "no", "not_applicable"]
     """yes / no, or not_applicable when the item does not apply to this unit."""

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.adapters.model import EvidencePointer, stable_id
+from pydantic import BaseModel, Field, ValidationError, model_validator
+
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
 
 Component = Literal["execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication"]
 """The seven components: a spine (execution -> substance -> trajectory -> results), conduct across it, and
@@ -34,11 +35,7 @@ DatumKind = Literal["check", "fact"]
 """A check is a yes/no judgment; a fact is an observed quantity or label (latency, mode, progress)."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Projection(_Frozen):
+class Projection(Frozen):
     """pi: which evidence a datum's collector may see, and how much of it."""
 
     fields: tuple[str, ...] = ("request", "answer")
@@ -49,7 +46,7 @@ class Projection(_Frozen):
     """How text beyond `max_chars` is cut; the coverage actually shown is stored with the datum."""
 
 
-class DataDefinition(_Frozen):
+class DataDefinition(Frozen):
     """rho: what one atomic datum means, when it applies, who may collect it, and whether it is admitted."""
 
     id: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
@@ -92,7 +89,7 @@ class DataDefinition(_Frozen):
         return stable_id(self.model_dump_json(), prefix="d")
 
 
-class CollectorIdentity(_Frozen):
+class CollectorIdentity(Frozen):
     """Who collected a datum."""
 
     tier: Tier
@@ -105,7 +102,7 @@ class CollectorIdentity(_Frozen):
     """Rule version, or the prompt template's digest for model tiers."""
 
 
-class AtomicDatum(_Frozen):
+class AtomicDatum(Frozen):
     """One collected datum: a checkable judgment or fact about one unit, with evidence and no score."""
 
     unit_id: str
@@ -142,7 +139,7 @@ class AtomicDatum(_Frozen):
         return self
 
 
-class Result(_Frozen):
+class Result(Frozen):
     """One output of a deterministic analysis: a rate, score, count or label, with its uncertainty."""
 
     component: Component
@@ -173,7 +170,7 @@ class Result(_Frozen):
     first produced the row (a rerun that reproduces a row leaves it, as it leaves its run id)."""
 
 
-class CascadeConfig(_Frozen):
+class CascadeConfig(Frozen):
     """phi's shape: which tiers run and when to escalate."""
 
     small_model: str | None = None
@@ -184,7 +181,7 @@ class CascadeConfig(_Frozen):
     """Small-model confidence under which an item goes to the jury."""
 
 
-class AnalysisRef(_Frozen):
+class AnalysisRef(Frozen):
     """f by registered name and the version it had when the suite was built."""
 
     name: str
@@ -193,7 +190,7 @@ class AnalysisRef(_Frozen):
     """Its version at build time: a run refuses a suite whose analysis has moved on (rebuild and approve)."""
 
 
-class TemplateRef(_Frozen):
+class TemplateRef(Frozen):
     """A prompt template the model tiers render."""
 
     file: str
@@ -202,7 +199,7 @@ class TemplateRef(_Frozen):
     """Content digest at build time."""
 
 
-class KnowledgeRef(_Frozen):
+class KnowledgeRef(Frozen):
     """K: the suite's knowledge pack."""
 
     file: str
@@ -211,7 +208,7 @@ class KnowledgeRef(_Frozen):
     """`KnowledgePack.knowledge_digest()` at build time: the pack without its clauses, what rules read."""
 
 
-class EvaluatorSpec(_Frozen):
+class EvaluatorSpec(Frozen):
     """e = <K, H, phi, f, rho, pi, sigma, v> for one component: the reviewable `evaluators/<component>.yaml` of
     a suite, which a run reads (so a hand edit a person approved is what runs).
 

@@ -13,11 +13,25 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from agent_factory.adapters.exceptions import UnknownNameError
-from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn, stable_id
-from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
+from agent_factory.adapters.model import (
+    Conversation,
+    Engagement,
+    EvidencePointer,
+    Span,
+    Turn,
+    stable_id,
+)
+from agent_factory.evaluators.core.model import (
+    Component,
+    DataDefinition,
+    Layer,
+    Result,
+    Value,
+)
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
+
+from agent_factory.errors import UnknownNameError
 
 
 @dataclass(frozen=True)

@@ -14,21 +14,19 @@ pattern over every text, at a fraction of the cost.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.prefilter import Prefilter
 from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
 
+from agent_factory.frozen import Frozen
+
 VERSION = f"2+norm{_norm.VERSION}+decode{_norm.DECODE_VERSION}"
 """Version of the injection scan, including the text normalization and decoding it matches on."""
 
 
-class InjectionFlag(BaseModel):
+class InjectionFlag(Frozen):
     """One injection pattern matched in one text field."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     language: str
     """Language of the lexicon the pattern belongs to (`en`, `zh`, ...)."""

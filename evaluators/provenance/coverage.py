@@ -20,16 +20,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent_factory.adapters.assemble import (
-    ANSWER_SOURCE, ANSWER_SPAN, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH,
+    ANSWER_SOURCE,
+    ANSWER_SPAN,
+    REQUEST_SOURCE,
+    REQUEST_SPAN,
+    TRUNCATION_FINISH,
 )
 from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.knowledge_packs import KnowledgePack
+from pydantic import Field
+
+from agent_factory.frozen import Frozen
 
 VERSION = f"4+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""
@@ -56,11 +61,7 @@ DELIVERED_CUTS = frozenset({"finish_length", "delivery_truncated"})
 the field is flagged `truncated` but complete."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FieldCoverage(_Frozen):
+class FieldCoverage(Frozen):
     """Coverage of one text field of one unit."""
 
     unit_id: str
@@ -99,7 +100,7 @@ class FieldCoverage(_Frozen):
     the missing field."""
 
 
-class Coverage(_Frozen):
+class Coverage(Frozen):
     """Evidence coverage of one turn."""
 
     turn_id: str

@@ -6,9 +6,8 @@ coverage before trusting a turn's evidence.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.adapters.model import Turn, stable_id
+
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
 from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
 from agent_factory.evaluators.provenance.attacks import InjectionFlag, scan_turn
@@ -19,15 +18,15 @@ from agent_factory.evaluators.provenance.segments import VERSION as SEGMENTS_VER
 from agent_factory.evaluators.provenance.segments import SegmentResult, segment_turn
 from agent_factory.knowledge_packs import KnowledgePack
 
+from agent_factory.frozen import Frozen
+
 VERSION = (f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
            f"endings={ENDINGS_VERSION}")
 """Version of the provenance component's logic (without the pack, whose digest is recorded separately)."""
 
 
-class ProvenanceRecord(BaseModel):
+class ProvenanceRecord(Frozen):
     """Everything provenance establishes about one turn."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     turn_id: str
     """The turn."""

@@ -10,10 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.adapters.model import EvidencePointer, Turn
-from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack, SegmentRule, compile_pattern
+from agent_factory.knowledge_packs import (
+    REAL_SEGMENT,
+    KnowledgePack,
+    SegmentRule,
+    compile_pattern,
+)
+
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 """Version of the segmentation logic (the rules themselves are versioned with the pack)."""
@@ -24,11 +29,7 @@ Condition = Literal["user_id_regex", "attribute_equals", "attribute_present", "r
 _MISSING = object()
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SegmentEvidence(_Frozen):
+class SegmentEvidence(Frozen):
     """One satisfied condition of the matching rule."""
 
     condition: Condition
@@ -42,7 +43,7 @@ class SegmentEvidence(_Frozen):
     of the match (the whole value for attributes)."""
 
 
-class SegmentResult(_Frozen):
+class SegmentResult(Frozen):
     """The segment of one turn."""
 
     turn_id: str

@@ -14,7 +14,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from agent_factory.evaluators.stats.estimate import Frozen
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 

@@ -12,17 +12,16 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 from scipy.stats import rankdata
+
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 """Version of the AUC estimator and its interval."""
 
 
-class AUC(BaseModel):
+class AUC(Frozen):
     """A rank AUC with its cluster bootstrap percentile interval."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     value: float | None
     """The AUC; None when either class is empty."""

@@ -15,11 +15,12 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
+from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
 from pydantic import Field
 from scipy import stats
 
-from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
-from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 
-
-class Frozen(BaseModel):
-    """Base of every result model here: immutable, no unknown fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class Estimate(Frozen):

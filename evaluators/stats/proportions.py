@@ -10,10 +10,11 @@ import math
 from numbers import Integral
 from typing import Literal
 
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from pydantic import Field
 from scipy import stats
 
-from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 

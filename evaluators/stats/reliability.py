@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from pydantic import Field
 from scipy import stats
 
-from agent_factory.evaluators.stats.estimate import Estimate, Frozen, check_confidence
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 

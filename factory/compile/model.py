@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from agent_factory.factory.compile.detect import DetectorHow
 from agent_factory.factory.compile.patterns import FormKind, Polarity
-from agent_factory.knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
+from agent_factory.knowledge_packs.model import (
+    Clause,
+    ClauseId,
+    ClauseKind,
+    ClauseLayer,
+)
+from pydantic import Field
+
+from agent_factory.frozen import Frozen
 
 COMPILER_VERSION = "3"
 """Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""
@@ -16,11 +22,7 @@ CheckHow = Literal["rule", "matcher", "model"]
 """How an obligation is collected: a registered rule, a built-in matcher, or the model tiers."""
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Detector(_Frozen):
+class Detector(Frozen):
     """How a clause's trigger is detected."""
 
     how: DetectorHow
@@ -30,7 +32,7 @@ class Detector(_Frozen):
     """What the detector looks for, in words."""
 
 
-class Check(_Frozen):
+class Check(Frozen):
     """How a clause's obligation is collected."""
 
     how: CheckHow
@@ -43,7 +45,7 @@ class Check(_Frozen):
     """A rule that would decide this but does not exist (the model tiers collect instead)."""
 
 
-class CompiledClause(_Frozen):
+class CompiledClause(Frozen):
     """One rule of the spec as r = (trigger, obligation), with its detector, check and pack clause."""
 
     id: ClauseId
@@ -78,7 +80,7 @@ class CompiledClause(_Frozen):
     """Who compiled it: the deterministic compiler, or the model orchestrator (sentences the rules could not)."""
 
 
-class Uncompiled(_Frozen):
+class Uncompiled(Frozen):
     """A normative sentence (or part) the compiler could not turn into a clause."""
 
     line: int = Field(ge=1)
@@ -89,7 +91,7 @@ class Uncompiled(_Frozen):
     """Why."""
 
 
-class CompiledSpec(_Frozen):
+class CompiledSpec(Frozen):
     """A compiled role spec."""
 
     source: str
@@ -112,7 +114,7 @@ class CompiledSpec(_Frozen):
         return tuple(c.clause for c in self.clauses)
 
 
-class ClauseSummary(_Frozen):
+class ClauseSummary(Frozen):
     """One clause the suite runs, as `build --json` prints it: compiled from the spec or the base pack's."""
 
     id: str
@@ -142,7 +144,7 @@ class ClauseSummary(_Frozen):
     """Its trigger holds in every unit with any text: the obligation is asked of every unit."""
 
 
-class MergedCheck(_Frozen):
+class MergedCheck(Frozen):
     """Clauses that stated the same check, kept once in the suite."""
 
     kept: str
@@ -161,7 +163,7 @@ class MergedCheck(_Frozen):
     """What was merged, and where the spec's parameters differed from the pack's."""
 
 
-class BuildReport(_Frozen):
+class BuildReport(Frozen):
     """What `build_suite` wrote (the output of `agent-factory build --json`)."""
 
     spec: str

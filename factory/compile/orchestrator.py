@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from agent_factory.adapters.exceptions import CollectionError
-from agent_factory.evaluators.collect.backends import CallCounters, backend_for, call_model
+from agent_factory.evaluators.collect.backends import (
+    CallCounters,
+    backend_for,
+    call_model,
+)
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.cache import DatumCache, call_key
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
@@ -58,6 +59,10 @@ from agent_factory.knowledge_packs.model import (
     ClauseLayer,
     ConditionField,
 )
+from pydantic import ConfigDict, ValidationError
+
+from agent_factory.errors import CollectionError
+from agent_factory.frozen import Frozen
 
 VERSION = "1"
 """Version of the orchestrator (prompt, output schema, validation); the prompt text enters every cache key."""
@@ -88,8 +93,9 @@ _LEXICONS = {
 _FIELDS: tuple[str, ...] = get_args(ConditionField)
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+class _Frozen(Frozen):
+    # The field docstrings become the JSON schema's descriptions the orchestrator model reads.
+    model_config = ConfigDict(use_attribute_docstrings=True)
 
 
 class ParamProposal(_Frozen):

@@ -33,14 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from agent_factory.adapters.exceptions import SpecError
 from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig
 from agent_factory.evaluators.collect.prompt import TEMPLATES
-from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.evaluators.components.conduct.definitions import describe
+from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.compile.compiler import compile_spec
 from agent_factory.factory.compile.detect import ANY_TEXT
 from agent_factory.factory.compile.merge import check_text, merge_checks
@@ -52,11 +50,18 @@ from agent_factory.factory.compile.model import (
     CompiledSpec,
     MergedCheck,
 )
-from agent_factory.factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
+from agent_factory.factory.evaluator_file import (
+    EVALUATORS_DIR,
+    PACK_FILE,
+    evaluator_yaml,
+    make_evaluator,
+)
 from agent_factory.factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
 from agent_factory.knowledge_packs import KnowledgePack, load_pack
 from agent_factory.knowledge_packs.loader import resolve_pack
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
+
+from agent_factory.errors import SpecError
 
 MANIFEST = "manifest.json"
 _LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")

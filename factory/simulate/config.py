@@ -16,9 +16,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from agent_factory.adapters.exceptions import SpecError
+from agent_factory.errors import SpecError
+from agent_factory.frozen import Frozen
 
 FAST_OK_TOP_S = 10.0
 """Quick delivered normal answers (greetings, cached figures) take from 1 s up to this."""
@@ -31,10 +37,8 @@ Positive = Annotated[float, Field(gt=0.0)]
 """A strictly positive quantity (seconds, a mean, a spread)."""
 
 
-class SimConfig(BaseModel):
+class SimConfig(Frozen):
     """Every knob of the traffic simulator. Defaults reproduce the shape of the reference study."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     # --- population -------------------------------------------------------------------------------------
     users: int = Field(default=1136, ge=1)

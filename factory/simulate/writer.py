@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
-
 from agent_factory.factory.simulate.config import SimConfig, derive
 from agent_factory.factory.simulate.plan import Segment, TurnPlan
 from agent_factory.factory.simulate.population import Population
 from agent_factory.factory.simulate.traces import otlp_line
 from agent_factory.factory.simulate.truth import Tally
+
+from agent_factory.frozen import Frozen
 
 TRACES = "traces.otlp.jsonl"
 TRUTH = "truth.jsonl"
@@ -32,10 +32,8 @@ CONFIG = "config.json"
 ProgressFn = Callable[[int, int], None]
 
 
-class SimSummary(BaseModel):
+class SimSummary(Frozen):
     """What a simulation wrote: its files and the counts of what they hold."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     files: dict[str, str]
     """Output files by role (`traces`, `truth`, `truth_sessions`, `truth_summary`, `config`), as paths."""

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import ValidationError
-
-from agent_factory.adapters.exceptions import SpecError
+from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
+from agent_factory.evaluators.stats import normalize_text
 from agent_factory.factory.simulate import (
     CONFIG,
     TRACES,
@@ -26,9 +25,16 @@ from agent_factory.factory.simulate import (
     load_config,
     simulate,
 )
-from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
-from agent_factory.evaluators.stats import normalize_text
-from agent_factory.factory.simulate.texts import INJECTIONS, followup_request, new_request, near_copy, resend_kind
+from agent_factory.factory.simulate.texts import (
+    INJECTIONS,
+    followup_request,
+    near_copy,
+    new_request,
+    resend_kind,
+)
+from pydantic import ValidationError
+
+from agent_factory.errors import SpecError
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")

@@ -1,7 +1,5 @@
-"""The project's one exception tree.
-
-It lives in `adapters` because that package is the root of the dependency order (adapters <- knowledge_packs
-<- evaluators <- factory); every other package imports it from here (`factory.exceptions` re-exports it).
+"""The project's one exception tree. Part of the kernel (`agent_factory.errors`, `.frozen`, `.digest`), which sits
+below every layer (adapters <- knowledge_packs <- evaluators <- factory) and imports none of them.
 
     AgentFactoryError            root: anything this project raises on purpose
     ├── SpecError                the user's input is wrong: a spec, pack, config, option or file format
