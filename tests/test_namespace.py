@@ -55,3 +55,14 @@ def test_the_wheel_holds_only_the_namespace(tmp_path: Path) -> None:
     assert any(n.startswith("agent_factory/knowledge_packs/") and n.endswith(".yaml") for n in names)
     assert any(n.endswith(".j2") for n in names)
     assert not any(n.startswith(("tests/", "bench/")) for n in names)
+
+
+def test_the_kernel_imports_no_layer() -> None:
+    # errors, the frozen base and digests sit below adapters <- knowledge_packs <- evaluators <- factory.
+    import ast
+
+    for name in ("errors", "frozen", "digest"):
+        tree = ast.parse((ROOT / "agent_factory" / f"{name}.py").read_text(encoding="utf-8"))
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module} | {
+            a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not {m for m in imported if m.startswith("agent_factory")}, name
