@@ -18,7 +18,12 @@ from typing import Any
 from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.model import DeliveryState, Span, Turn
 from agent_factory.adapters.otel.messages import (
-    indexed_messages, last_user_text, maybe_json, model_messages, part_text, reply_text,
+    indexed_messages,
+    last_user_text,
+    maybe_json,
+    model_messages,
+    part_text,
+    reply_text,
 )
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 
@@ -131,7 +136,8 @@ USAGE, SYSTEM_SHA, SYSTEM_CHARS = "tokens", "system_prompt_sha256", "system_prom
 """Turn attributes: the turn's token usage counted once (`{"input", "output", "total", "counted"}`), and the
 system prompt's digest and length (the text stays on the span that carried it)."""
 SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system_prompt")
-"""Span attributes holding the system prompt / instructions as such (OpenInference's `llm.system` names the provider)."""
+"""Span attributes holding the system prompt / instructions as such (OpenInference's `llm.system` names the
+provider)."""
 
 
 def finish_reasons(span: Span) -> list[str]:

@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_factory.adapters.model import COMPLETE_WITHOUT
 from agent_factory.adapters.chat_io import RecordProblem, json_type, problem_from
-from agent_factory.adapters.model import DeliveryState, Span, Turn
+from agent_factory.adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 """Accepted message roles (`developer` is the newer name of `system`)."""

@@ -71,7 +71,7 @@ class FieldCut(BaseModel):
     """Length of what was kept, marker included."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Reading:
     limits: FieldLimits
     cuts: list[FieldCut] | None

@@ -33,12 +33,25 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel, ConfigDict, Field, StrictBool, ValidationError, ValidationInfo, field_validator, model_validator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
 )
 
 from agent_factory.adapters.base import AdapterItem
 from agent_factory.adapters.chat_io import (
-    RecordProblem, first_record, json_safe, json_type, problem_from, read_conversations, to_text,
+    RecordProblem,
+    first_record,
+    json_safe,
+    json_type,
+    problem_from,
+    read_conversations,
+    to_text,
 )
 from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
 

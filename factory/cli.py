@@ -98,7 +98,8 @@ def simulate(
     as_json: JsonOpt = False,
 ) -> None:
     """Write simulated traffic of a business-analysis agent (OTLP JSON lines) with its ground truth."""
-    from agent_factory.factory.simulate import SimConfig, load_config, simulate as run_sim
+    from agent_factory.factory.simulate import SimConfig, load_config
+    from agent_factory.factory.simulate import simulate as run_sim
 
     overrides = {k: v for k, v in (("users", users), ("seed", seed)) if v is not None}
     try:
@@ -123,7 +124,9 @@ def ingest(
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[
         str | None,
-        typer.Option("--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())),
+        typer.Option(
+            "--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())
+        ),
     ] = None,
     pack: PackOpt = "default",
     max_field_chars: Annotated[int, typer.Option(
@@ -187,8 +190,12 @@ def ingest(
 @app.command()
 def build(
     spec: Annotated[Path, typer.Option("--spec", help="The agent's system prompt (role spec), markdown or text.")],
-    pack: Annotated[str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")] = "default",
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")] = None,
+    pack: Annotated[
+        str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")
+    ] = "default",
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present. "

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from agent_factory.adapters.exceptions import SpecError, UnknownNameError
-from agent_factory.evaluators.collect.prompt import template_dir, template_digest
+from agent_factory.evaluators.collect.prompt import template_digest, template_dir
 from agent_factory.evaluators.collect.schema import build_sigma, json_schema
 from agent_factory.evaluators.core import (
     AnalysisRef,

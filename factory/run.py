@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict
 
 from agent_factory.adapters.model import Conversation, EvidencePointer, Turn
 from agent_factory.evaluators.collect.reasons import reason_category, retry_later
-from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.evaluators.core import (
     AtomicDatum,
     ComponentSpec,
@@ -33,6 +32,7 @@ from agent_factory.evaluators.core import (
     Result,
     SpanView,
 )
+from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
 from agent_factory.factory.pipeline.plan import Plan, make_plan

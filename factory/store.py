@@ -427,7 +427,8 @@ class Store:
         totals = c.execute(
             "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM spans), (SELECT count(*) FROM events),"
             " (SELECT count(*) FROM quarantine), (SELECT count(*) FROM sources),"
-            " (SELECT count(*) FROM provenance WHERE NOT complete), (SELECT count(*) FROM provenance WHERE injections > 0)"
+            " (SELECT count(*) FROM provenance WHERE NOT complete),"
+            " (SELECT count(*) FROM provenance WHERE injections > 0)"
         ).fetchone()
         assert totals is not None
         modes = dict(

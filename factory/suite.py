@@ -35,13 +35,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent_factory.adapters.exceptions import AgentFactoryError, SpecError
-from agent_factory.evaluators.core import (
-    COMPONENTS,
-    Component,
-    ComponentSpec,
-    get_component,
-    load_yaml_model,
-)
+from agent_factory.evaluators.core import COMPONENTS, Component, ComponentSpec, get_component, load_yaml_model
 from agent_factory.factory.evaluator_file import EVALUATORS_DIR, load_evaluator
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack

@@ -15,7 +15,6 @@ from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent,
 from agent_factory.evaluators.core import EngagementView
 from agent_factory.factory.store import Store
 
-
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 

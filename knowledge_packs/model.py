@@ -12,8 +12,8 @@ so a bad pattern fails at load time, naming its field, instead of at the first t
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (

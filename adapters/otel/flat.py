@@ -34,7 +34,9 @@ class FlatSpanLinesAdapter:
     """Flattened OTel spans: TRAIL's flat export, OTel JS `ReadableSpan` JSON, or flat OTLP-like objects."""
 
     name = "otel-spans-jsonl"
-    description = "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
+    description = (
+        "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
+    )
 
     def sniff(self, head: bytes, path: Path) -> bool:
         array = is_array_file(head)

@@ -17,7 +17,15 @@ from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_lines, limit_record
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.spanbuild import (
-    BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
+    BadField,
+    SpanParts,
+    build_span,
+    quarantine,
+    read_attributes,
+    read_events,
+    read_id,
+    read_status,
+    read_time,
     require_id,
 )
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk

@@ -59,6 +59,7 @@ from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Lay
 from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
 from agent_factory.knowledge_packs import KnowledgePack
 
+
 @dataclass(frozen=True)
 class Job:
     """One unit and the definitions to collect about it."""

@@ -164,7 +164,9 @@ def unit_id_of(unit: object) -> str:
         return unit.span.id
     if isinstance(unit, EngagementView):
         return unit.engagement.id
-    return str(getattr(unit, "id"))
+    if isinstance(unit, Turn | Conversation):
+        return unit.id
+    raise SpecError(f"expected a span view, turn, conversation or engagement view, got {type(unit).__name__}")
 
 
 def project(unit: object, layer: Layer, projection: Projection) -> ProjectedEvidence:

@@ -1,11 +1,11 @@
-"""What a regex needs of a text before it can match there: required literals and possible first characters.
+r"""What a regex needs of a text before it can match there: required literals and possible first characters.
 
 Two analyses of a case-insensitive regex, read from the standard library's parser (`re._parser`, private but
 stable since Python 3.11; without it, both answer "unknown" and callers fall back to plain matching):
 
 - `required_literals`: for each top-level alternative, sets of lower-case strings such that every match holds
   one string of each set (a positive lookaround's content counts too: it must be in the text). Boundary marks
-  (`B`) inside a string say where a `\\b` must hold. Sets made of very common words or of one- or
+  (`B`) inside a string say where a `\b` must hold. Sets made of very common words or of one- or
   two-letter strings are left out: they would not tell texts apart.
 - `first_chars`: the characters a match can start with (None when any could).
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from agent_factory.adapters.model import Turn, stable_id
+
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
 from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
 from agent_factory.evaluators.provenance.attacks import InjectionFlag, scan_turn

@@ -36,7 +36,8 @@ MODEL_TIERS = ("small_model", "jury")
 ONE_TOOL = re.compile(
     r"\bone\s+tool\s+call\b(?=[^.;]*\b(?:at\s+a\s+time|per|each|single|same|one\s+message)\b)|\bmore\s+than\s+one\s+"
     r"tool\s+call|\bsingle\s+tool\s+call|\bmultiple\s+tool\s+calls\s+(?:at\s+once|in\s+(?:one|a\s+single|the\s+same)"
-    r"\s+message)|一次只(?:能)?调用一个工具|每(?:条|个)消息(?:最多|只能)?(?:调用)?一(?:个|次)工具|(?:同时|一次(?:性)?)调用多个工具", re.I)
+    r"\s+message)|一次只(?:能)?调用一个工具|每(?:条|个)消息(?:最多|只能)?(?:调用)?一(?:个|次)工具"
+    r"|(?:同时|一次(?:性)?)调用多个工具", re.I)
 SIMULTANEOUS = re.compile(r"\bsimultaneous\w*|\bat\s+the\s+same\s+time|\bsame\s+message|\bin\s+(?:one|a\s+single)\s+"
                           r"message|\btogether\s+with|\balongside|同时|同一条消息|一并", re.I)
 CONFIRM = re.compile(
@@ -204,7 +205,8 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
         did = (f"智能体是否避免了：{form.action}" if form.polarity == "avoid" else f"智能体是否做到了：{form.action}") \
             if agent else f"是否遵守了：{form.main}"
         if form.kind == "only_if" and form.condition == form.trigger:
-            return f"{head}在本{unit}中，智能体这样做时是否遵守了限制（只能{form.trigger}）？若没有这样做，回答 not_applicable。"
+            return (f"{head}在本{unit}中，智能体这样做时是否遵守了限制（只能{form.trigger}）？"
+                    "若没有这样做，回答 not_applicable。")
         if form.kind == "only_if":
             return (f"{head}只有在以下条件成立时才允许这样做：{form.condition}。在本{unit}中，如果智能体这样做了"
                     f"（{form.trigger}），该条件是否成立？若智能体没有这样做，回答 not_applicable。")

@@ -30,13 +30,8 @@ from agent_factory.factory.compile.detect import (
     mode_condition,
     tool_condition,
 )
-from agent_factory.factory.compile.model import (
-    Check as CheckModel,
-    CompiledClause,
-    CompiledSpec,
-    Detector,
-    Uncompiled,
-)
+from agent_factory.factory.compile.model import Check as CheckModel
+from agent_factory.factory.compile.model import CompiledClause, CompiledSpec, Detector, Uncompiled
 from agent_factory.factory.compile.parse import Sentence, code_identifiers, sentences
 from agent_factory.factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
 from agent_factory.factory.compile.words import SPEC_MODE_ALIAS
@@ -45,8 +40,8 @@ from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseK
 _ANAPHOR_SUBJECT = re.compile(r"^(?:this|these|that|those|it|they|such)\b|^(?:这|此|该|它)", re.I)
 _ANAPHOR_OBJECT = re.compile(r"\b(?:these|those|them|this|it)\s*$|(?:这些|那些|它们|此类)$", re.I)
 # "This action can only be called once" at the top of `### Modify items`: the section's own action.
-_DEICTIC = re.compile(r"^(?:this|that|the)\s+(?:action|tool|operation|function|api|call|step)s?$|^(?:该|此|这个)(?:操作|工具)$",
-                      re.I)
+_DEICTIC = re.compile(r"^(?:this|that|the)\s+(?:action|tool|operation|function|api|call|step)s?$"
+                      r"|^(?:该|此|这个)(?:操作|工具)$", re.I)
 _PERSONAL = re.compile(r"^(?:it|they)$|^它们?$", re.I)
 _RULES_BACK = re.compile(r"\b(?:the|these|those|such|above|preceding|previous)\s+(?:above\s+|preceding\s+|previous\s+)?"
                          r"(?:rules|requirements|conditions|restrictions)\b(?!\s+(?:of|for|in|on|that|which)\b)"

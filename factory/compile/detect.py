@@ -73,8 +73,8 @@ HANDOFF_REGEX = (r"\btransfer\w*\b[^.\n]{0,60}\b(?:human|live)\s+(?:agent|repres
 CONCEPTS: dict[str, re.Pattern[str]] = {
     "database": re.compile(
         r"\b(?:updat|chang|modif|writ|alter)\w*\s+(?:\w+\s+){0,3}databases?\b|\bdatabase[- ](?:changing|modifying|"
-        r"writing)|\bwrite\s+(?:actions?|operations?|tools?)|\bstate[- ]changing|(?:修改|更改|变更|写入|更新)\S{0,6}数据库"
-        r"|写操作", re.I),
+        r"writing)|\bwrite\s+(?:actions?|operations?|tools?)|\bstate[- ]changing"
+        r"|(?:修改|更改|变更|写入|更新)\S{0,6}数据库|写操作", re.I),
     "tool_call": re.compile(
         r"\b(?:make|making|makes|made|send|sending)\s+(?:a\s+|one\s+|any\s+|more\s+than\s+one\s+)?tool\s+calls?\b"
         r"|\btool\s+calls?\b|\bcall(?:ing|s)?\s+(?:a|any|more\s+than\s+one)\s+tools?\b|调用(?:任何|一个|多个)?工具"

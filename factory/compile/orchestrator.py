@@ -33,31 +33,15 @@ from agent_factory.evaluators.collect.prompt import (
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor, redact_text
 from agent_factory.evaluators.collect.schema import json_schema
-from agent_factory.evaluators.components.conduct.definitions import (
-    OBLIGATION_RULE,
-    TRIGGER_RULE,
-    describe,
-)
+from agent_factory.evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, describe
 from agent_factory.evaluators.core.registry import get_rule, rule_names
 from agent_factory.factory.compile.checks import MODEL_TIERS
 from agent_factory.factory.compile.compiler import _clause_id
 from agent_factory.factory.compile.detect import DetectorHow, always
-from agent_factory.factory.compile.model import (
-    Check,
-    CompiledClause,
-    CompiledSpec,
-    Detector,
-    Uncompiled,
-)
+from agent_factory.factory.compile.model import Check, CompiledClause, CompiledSpec, Detector, Uncompiled
 from agent_factory.factory.compile.parse import Sentence, language, sentences
 from agent_factory.factory.compile.patterns import Form, FormKind, Polarity
-from agent_factory.knowledge_packs.model import (
-    Clause,
-    ClauseCondition,
-    ClauseKind,
-    ClauseLayer,
-    ConditionField,
-)
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer, ConditionField
 
 VERSION = "1"
 """Version of the orchestrator (prompt, output schema, validation); the prompt text enters every cache key."""

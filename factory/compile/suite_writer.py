@@ -39,8 +39,8 @@ from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig
 from agent_factory.evaluators.collect.prompt import TEMPLATES
-from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.evaluators.components.conduct.definitions import describe
+from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.compile.compiler import compile_spec
 from agent_factory.factory.compile.detect import ANY_TEXT
 from agent_factory.factory.compile.merge import check_text, merge_checks

@@ -35,8 +35,8 @@ from agent_factory.evaluators.components.results.definitions import (
     RETURNED_WITHIN_T,
 )
 from agent_factory.evaluators.components.results.rollup import REDO_FLAG, session_rollup
-from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
 from agent_factory.evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
+from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
 from agent_factory.evaluators.core.model import Result, Value
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
 from agent_factory.evaluators.stats import cluster_bootstrap_ci

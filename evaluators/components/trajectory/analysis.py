@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable
+from itertools import pairwise
 from typing import Literal, NamedTuple
 
 from agent_factory.evaluators.components.execution.rollup import (
@@ -183,7 +184,7 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
     for conv_id, trs in by_conv.items():
         trs = sorted(trs, key=lambda r: r.index)
         idx = replayed.get(conv_id)
-        for prev, cur in zip(trs, trs[1:]):
+        for prev, cur in pairwise(trs):
             if idx is None:
                 unread += 1
                 continue
