@@ -62,7 +62,9 @@ def prepare(work: Path, *, config: Path | None) -> Path:
     return store
 
 
-def collect_flags(store: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, dict[str, int | None]]]]:
+def collect_flags(  # noqa: C901 - one query and one flag definition after another, read top to bottom
+    store: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, dict[str, int | None]]]]:
     """(conversation id -> {task, failed, messages, writes}, flag -> (meaning, conversation id -> 0/1/None))."""
     import duckdb
 

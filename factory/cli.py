@@ -485,6 +485,7 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The console entry point, `agent-factory`."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     app()
 

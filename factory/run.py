@@ -58,27 +58,35 @@ class Collector(Protocol):
         self, *, unit_id: str, layer: Layer, unit: Any, definitions: Sequence[DataDefinition],
         pack: KnowledgePack, injection_ranges: Sequence[EvidencePointer] = (),
         context: EngagementView | None = None,
-    ) -> list[AtomicDatum]: ...
+    ) -> list[AtomicDatum]:
+        """Collect `definitions` over one unit: one datum per definition."""
 
     @property
-    def model_calls(self) -> int: ...
+    def model_calls(self) -> int:
+        """Requests sent to model providers so far."""
 
-    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str: ...
-
-    @property
-    def tokens(self) -> int: ...
-
-    @property
-    def cost_usd(self) -> float: ...
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
+        """v of a definition: it changes exactly when the keys of its data do."""
 
     @property
-    def reused(self) -> int: ...
+    def tokens(self) -> int:
+        """Tokens the model calls reported so far."""
 
     @property
-    def reused_uncollected(self) -> Counter[str]: ...
+    def cost_usd(self) -> float:
+        """What the model calls cost so far."""
 
     @property
-    def collected(self) -> Counter[str]: ...
+    def reused(self) -> int:
+        """Data found in the cache so far."""
+
+    @property
+    def reused_uncollected(self) -> Counter[str]:
+        """Data found in the cache as `uncollected`, by reason."""
+
+    @property
+    def collected(self) -> Counter[str]:
+        """Data collected afresh, by tier."""
 
 
 class RunReport(BaseModel):
@@ -221,6 +229,7 @@ class Runner:
         return self._plan
 
     def users_to_visit(self) -> int:
+        """How many users this run visits (all of them when the plan says so)."""
         p = self.plan()
         if p.visit_all or p.users is None:
             return p.users_total
@@ -382,6 +391,7 @@ class Runner:
     # ---- the run -------------------------------------------------------------------------------
 
     def run(self) -> RunReport:
+        """Plan, collect, analyse and record one run; what it did."""
         t0 = time.perf_counter()
         started = datetime.now(UTC)
         before = _Tally.of(self.collector)

@@ -31,6 +31,7 @@ class UserUnits:
 
 
 def user_key(turn: Turn) -> str:
+    """Whose turn it is: the user id, or the conversation id when the source names no user."""
     return turn.user_id if turn.user_id is not None else turn.conversation_id
 
 

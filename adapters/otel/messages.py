@@ -25,6 +25,7 @@ def _compact(value: Any) -> str:
 
 
 def maybe_json(value: Any) -> Any:
+    """A string that holds a JSON object or array, decoded; anything else as it is."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("[", "{"):

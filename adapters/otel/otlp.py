@@ -143,7 +143,7 @@ def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]
                 yield otlp_span(raw, resource=resource, scope=scope, source=source, location=f"{sloc}.spans[{ki}]")
 
 
-def document_items(path: Path) -> Iterator[AdapterItem]:
+def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
     """Stream one OTLP/JSON document (or several concatenated) span by span."""
     source = str(path)
     ri = si = ki = -1
@@ -235,6 +235,7 @@ class OtlpJsonAdapter:
     description = "OTLP/JSON traces: one export request document, or one request per line (collector file exporter)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
+        """Whether `resourceSpans` (or `resourceLogs`, to be turned away) is a top-level key."""
         # The cheap test first; then make sure it is the top-level key, not text inside some other record.
         # OTLP logs are taken too, to be turned away with the setting that puts their content on spans.
         keys = head_keys(head, record="top")[1] if b'"resource' in head else ""
@@ -242,6 +243,7 @@ class OtlpJsonAdapter:
             (b'"resourceLogs"' in head and ":resourceLogs" in keys)
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
+        """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only file as one quarantine."""
         head = read_head(path)
         if b'"resourceLogs"' in head and b'"resourceSpans"' not in head:
             yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)

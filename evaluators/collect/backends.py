@@ -64,7 +64,8 @@ class Backend(Protocol):
 
     spec: ModelSpec
 
-    async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply: ...
+    async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One model call for `prompt` whose answer must validate against `sigma`."""
 
 
 @dataclass
@@ -122,6 +123,7 @@ class LitellmBackend:
             return 0.0
 
     async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One litellm completion constrained to `sigma`'s JSON schema."""
         litellm = _litellm()
         kwargs: dict[str, Any] = {
             "model": self.spec.model,
@@ -185,6 +187,7 @@ class PydanticAIBackend:
         return self._agents[sigma]
 
     async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One pydantic-ai run whose output type is `sigma`."""
         from pydantic_ai import exceptions as px
 
         transient = tuple(

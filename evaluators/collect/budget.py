@@ -31,6 +31,7 @@ class Budget:
 
     @classmethod
     def unlimited(cls) -> Budget:
+        """A budget with no ceiling."""
         return cls(BudgetLimits())
 
     def exhausted_by(self) -> str | None:
@@ -46,6 +47,7 @@ class Budget:
 
     @property
     def exhausted(self) -> bool:
+        """Whether a ceiling is reached."""
         return self.exhausted_by() is not None
 
     def reserve(self) -> None:

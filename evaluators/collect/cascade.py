@@ -139,10 +139,12 @@ class Cascade:
 
     @property
     def tokens(self) -> int:
+        """Tokens the model calls reported."""
         return self._calls.tokens
 
     @property
     def cost_usd(self) -> float:
+        """What the model calls cost, as litellm prices them."""
         return self._calls.cost_usd
 
     @property

@@ -56,10 +56,12 @@ class ShownField(BaseModel):
 
     @property
     def original_chars(self) -> int:
+        """Length of the field's original text."""
         return len(self.text)
 
     @property
     def shown_chars(self) -> int:
+        """Characters shown of the original text."""
         return sum(b - a for a, b in self.shown)
 
 
@@ -77,10 +79,12 @@ class ProjectedEvidence(BaseModel):
 
     @property
     def original_chars(self) -> int:
+        """Characters of the original fields."""
         return sum(f.original_chars for f in self.fields)
 
     @property
     def shown_chars(self) -> int:
+        """Characters shown of the original fields."""
         return sum(f.shown_chars for f in self.fields)
 
     @property

@@ -118,7 +118,7 @@ def _seq(items: object) -> tuple[_Set, _Set]:
     return exact, (max(sets, key=_score) if sets else None)
 
 
-def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:
+def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:  # noqa: C901 - one branch per regex parser opcode
     """(exact, need) of one parsed item."""
     op, av = item
     if op is _C.LITERAL:

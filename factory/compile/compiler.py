@@ -195,6 +195,23 @@ def _aliases(text: str) -> dict[str, str]:
     return out
 
 
+def _unique_clause_id(form: Form, part: str, section: str, seen: set[str]) -> str:
+    # The same sentence under two headings is two clauses: the heading tells them apart, not the order.
+    cid = _clause_id(form, part)
+    if cid in seen:
+        cid = _clause_id(form, f"{section}\x1f{part}")
+    n = 2
+    while cid in seen:
+        cid, n = f"{_clause_id(form, part)}_{n}", n + 1
+    return cid
+
+
+def _trigger_text(form: Form, detection: Detection) -> str:
+    if form.exception:
+        return f"unless {form.exception}"
+    return form.trigger or ("always" if detection.how == "always" else detection.note)
+
+
 def compile_spec(
     text: str, *, source: str, tools: Sequence[str] = (), lexicons: Iterable[str] = (),
     layer: ClauseLayer | None = None, modes: Sequence[str] = (),
@@ -260,13 +277,7 @@ def compile_spec(
         cond = check.condition
         if check.how == "model":
             cond = ClauseCondition(tiers=_checks.MODEL_TIERS, question=question(form, sentence, clause_layer))
-        # The same sentence under two headings is two clauses: the heading tells them apart, not the order.
-        cid = _clause_id(form, part)
-        if cid in seen:
-            cid = _clause_id(form, f"{sentence.section}\x1f{part}")
-        n = 2
-        while cid in seen:
-            cid, n = f"{_clause_id(form, part)}_{n}", n + 1
+        cid = _unique_clause_id(form, part, sentence.section, seen)
         seen.add(cid)
         kind = _pack_kind(form, check)
         invariant = form.kind in ("must_not", "never")
@@ -279,12 +290,8 @@ def compile_spec(
             description=(f"Compiled ({form.kind}, {form.polarity}). Trigger: {detection.note}. "
                          f"Obligation: {check.note}."),
         )
-        if form.exception:
-            trigger_text = f"unless {form.exception}"
-        else:
-            trigger_text = form.trigger or ("always" if detection.how == "always" else detection.note)
         clauses.append(CompiledClause(
-            id=cid, kind=form.kind, polarity=form.polarity, trigger=trigger_text,
+            id=cid, kind=form.kind, polarity=form.polarity, trigger=_trigger_text(form, detection),
             obligation=form.condition if form.kind == "only_if" else form.action if form.exception else form.main,
             sentence=part, source_line=sentence.line, section=sentence.section, language=sentence.lang,
             layer=clause_layer, invariant=invariant, detector=Detector(how=detection.how, note=detection.note),

@@ -268,10 +268,12 @@ def _fields(text: str) -> tuple[ConditionField, ...]:
 
 
 def tool_condition(tools: Iterable[str]) -> ClauseCondition:
+    """A condition that holds when the unit calls one of `tools`."""
     return ClauseCondition(tool_names=tuple(tools))
 
 
 def always() -> Detection:
+    """The detection of a clause that applies to every unit with a request or an answer."""
     return Detection(ClauseCondition(regex=ANY_TEXT, fields=("request", "answer")), "always",
                      "always: every unit with a request or an answer")
 

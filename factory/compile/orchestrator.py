@@ -158,6 +158,7 @@ class Catalogue:
     default_layer: ClauseLayer
 
     def data(self) -> dict[str, Any]:
+        """The catalogue as the proposal prompt shows it."""
         return {
             "tools": list(self.tools),
             "lexicons": {c: _LEXICONS.get(c, "") for c in self.lexicons},

@@ -142,6 +142,7 @@ def pick(rng: np.random.Generator, n: int) -> int:
 
 
 def new_topic(rng: np.random.Generator) -> Topic:
+    """A random analysis topic: metric, scope, period, dimension and analysis."""
     return Topic(pick(rng, len(METRICS)), pick(rng, len(SCOPES)), pick(rng, len(PERIODS)), pick(rng, len(DIMS)),
                  pick(rng, len(ANALYSES)))
 
@@ -243,6 +244,7 @@ def truncate(rng: np.random.Generator, text: str) -> str:
 
 
 def thinking_text(req: Request) -> str:
+    """The agent's reasoning step for a request."""
     zh = req.lang == "zh"
     if req.topic is None:
         return "用户输入很短，需要先确认分析目标。" if zh else "The input is very short; clarify the goal first."
@@ -252,6 +254,7 @@ def thinking_text(req: Request) -> str:
 
 
 def retrieval_text(req: Request) -> str:
+    """The retrieval step's output for a request (the metric catalogue or definition)."""
     if req.topic is None:
         return "metric_catalog: 32 metrics"
     m = METRICS[req.topic.metric][1]
@@ -298,6 +301,7 @@ def _luhn_check_digit(body: str) -> int:
 
 
 def with_secret(text: str, lang: Lang, kind: str, value: str) -> str:
+    """`text` with a secret of `kind` appended in the user's words."""
     lead = {"zh": {"email": "我的邮箱是{v}，结果发我", "phone": "有问题打我电话{v}", "api_key": "接口key是{v}，直接用",
                    "card": "卡号{v}的订单也算进去"},
             "en": {"email": "send results to {v}", "phone": "call me at {v} if unclear", "api_key": "use key {v}",
@@ -306,10 +310,12 @@ def with_secret(text: str, lang: Lang, kind: str, value: str) -> str:
 
 
 def with_injection(text: str, lang: Lang, at_start: bool) -> str:
+    """`text` with the prompt injection before or after it."""
     inj = INJECTIONS[lang]
     sep = "。" if lang == "zh" else ". "
     return f"{inj}{sep}{text}" if at_start else f"{text}{sep}{inj}"
 
 
 def disclosure(lang: Lang, company_zh: str, company_en: str) -> str:
+    """The provider disclosure line in `lang`, naming the company."""
     return DISCLOSURE_TEXT[lang].format(c=company_zh if lang == "zh" else company_en)

@@ -240,6 +240,7 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
 
 
 def describe_matchers(cond: ClauseCondition) -> str:
+    """What a clause condition matches on, for a reason text (`regex/tools match`)."""
     return "/".join(cond.matchers()) + " match"
 
 
