@@ -93,8 +93,10 @@ def split_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list
                 changed = True
     kept = [s for s in spans if by_id.get(s.id) is s]
     orphans = [s for s in spans if s.id in orphaned and s.id not in by_id]
-    seen_ids: set[str] = set()
-    orphans = [s for s in orphans if not (s.id in seen_ids or seen_ids.add(s.id))]
+    first: dict[str, Span] = {}  # the first span of each id, in order
+    for s in orphans:
+        first.setdefault(s.id, s)
+    orphans = list(first.values())
     return kept, bad, orphans
 
 

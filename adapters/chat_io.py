@@ -193,7 +193,7 @@ class SeenIds:
         d = int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
         return d or 1
 
-    def _slot(self, keys: array, mask: int, d: int) -> int:
+    def _slot(self, keys: array[int], mask: int, d: int) -> int:
         i = d & mask
         while keys[i] != 0 and keys[i] != d:
             i = (i + 1) & mask

@@ -148,7 +148,7 @@ def _role(msg: Any, path: str) -> str:
     if role not in ROLES:
         got = "message has no role" if "role" not in msg else f"role {role!r} is not valid"
         raise RecordProblem(f"{path}.role", f"{got}; valid roles: {', '.join(ROLES)}")
-    return role
+    return str(role)
 
 
 def _valid_json(text: str) -> bool:

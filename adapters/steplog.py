@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from pydantic import (
     BaseModel,
@@ -73,6 +73,10 @@ _CONTRACT_ONLY_KEYS = {"content", "tool", "timestamp"}
 _CONTRACT_TYPES = {"thought", "tool_call", "final_output"}
 
 
+@overload
+def _utc(v: datetime) -> datetime: ...
+@overload
+def _utc(v: datetime | None) -> datetime | None: ...
 def _utc(v: datetime | None) -> datetime | None:
     # Naive timestamps are taken as UTC, so every span time is comparable.
     if v is None:
@@ -269,7 +273,11 @@ def _step_span(step: Step, cid: str, trace: str) -> Span:
     end = _utc(step.ended_at)
     if end is None and start is not None and step.duration_ms is not None:
         end = start + timedelta(milliseconds=step.duration_ms)
-    duration = step.duration_ms if step.duration_ms is not None else (end - start).total_seconds() * 1000.0
+    if step.duration_ms is not None:
+        duration = step.duration_ms
+    else:
+        assert end is not None  # a Step has ended_at or duration_ms (its validator)
+        duration = (end - start).total_seconds() * 1000.0
     is_tool = step.type == "tool_call"
     text_in = to_text(step.arguments) if is_tool and step.arguments is not None else to_text(step.input)
     out = step.output if step.output is not None else step.result
@@ -325,7 +333,7 @@ def steplog_conversation(value: Any) -> Conversation:
                              "success": run.success, "step_count": len(spans)}
     if run.metadata:
         attrs["metadata"] = json_safe(run.metadata)
-    events = ()
+    events: tuple[OutcomeEvent, ...] = ()
     if run.success is not None:
         events = (_event(cid, "task_success", run.success, {"task_id": run.task_id, "trial": run.trial}),)
     return Conversation(id=cid, start=start, end=end, turns=(turn,), events=events, attributes=attrs)
@@ -337,7 +345,8 @@ _REQUEST_KEYS = ("input", "instruction", "description", "prompt")
 def _contract_span(step: ContractStep, i: int, cid: str, trace: str) -> Span:
     start = _utc(step.timestamp)
     end = start + timedelta(milliseconds=step.duration_ms) if start and step.duration_ms is not None else None
-    kind: SpanKind = {"thought": "reasoning", "tool_call": "tool", "final_output": "llm"}[step.type]
+    kinds: dict[str, SpanKind] = {"thought": "reasoning", "tool_call": "tool", "final_output": "llm"}
+    kind = kinds[step.type]
     attrs: dict[str, Any] = {"step_index": i, "step_type": step.type}
     if step.metadata:
         attrs["metadata"] = json_safe(step.metadata)

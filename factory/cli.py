@@ -160,8 +160,8 @@ def ingest(
     if as_json:
         _emit_json(report.model_dump(mode="json"))
     else:
-        for e in report.errors[:MAX_ERROR_LINES]:
-            err.print(e.line(), soft_wrap=True, markup=False)
+        for q in report.errors[:MAX_ERROR_LINES]:
+            err.print(q.line(), soft_wrap=True, markup=False)
         more = len(report.errors) - MAX_ERROR_LINES + report.errors_not_shown
         if more > 0:
             err.print(f"... and {more} more quarantined records (see --json, or the store's quarantine table)")

@@ -36,8 +36,8 @@ def diff(
     from agent_factory.factory.review import suite_diff
 
     for path in (old, new):
-        if (e := _missing(path)) is not None:
-            raise e
+        if (missing := _missing(path)) is not None:
+            raise missing
     try:
         d = suite_diff(old, new, pack=pack)
     except AgentFactoryError as e:
@@ -111,8 +111,8 @@ def approve(
     """Approve a reviewed suite: snapshot its files into DIR/approved/; runs use that snapshot."""
     from agent_factory.factory.review import approval_status, approve_suite
 
-    if (e := _missing(directory)) is not None:
-        raise e
+    if (missing := _missing(directory)) is not None:
+        raise missing
     try:
         try:
             before = approval_status(directory)

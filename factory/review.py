@@ -343,7 +343,10 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
     def ref(side: _Side, cid: str) -> ClauseRef:
         return ClauseRef(id=cid, text=side.clauses[cid].text, source_line=side.lines.get(cid))
 
-    defs_added, defs_removed, defs_changed, reused = [], [], [], 0
+    defs_added: list[DefinitionRef] = []
+    defs_removed: list[DefinitionRef] = []
+    defs_changed: list[DefinitionChange] = []
+    reused = 0
     for component in COMPONENTS:
         a, b = old.definitions[component], new.definitions[component]
         moved = {_renamed_item(i, renames): i for i in a}
@@ -352,11 +355,11 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
                 defs_added.append(DefinitionRef(component=component, id=item, version=str(d.get("version", ""))))
                 continue
             before = a[moved[item]]
-            fields = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
-            if fields:
+            keys = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
+            if keys:
                 defs_changed.append(DefinitionChange(
                     component=component, id=item, old_id=moved[item], old_version=str(before.get("version", "")),
-                    new_version=str(d.get("version", "")), fields=fields))
+                    new_version=str(d.get("version", "")), fields=keys))
             else:
                 reused += 1
         defs_removed.extend(DefinitionRef(component=component, id=i, version=str(d.get("version", "")))

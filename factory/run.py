@@ -283,7 +283,7 @@ class Runner:
 
     async def _turn(self, defs: _Defs, key: str, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by Provenance only; everything else reads real traffic.
-        only = None if real else {s.name for s in self.specs if s.all_segments}
+        only: set[str] | None = None if real else {s.name for s in self.specs if s.all_segments}
         flags = self._flags((turn,))
         if await self._collect(defs, turn.id, "trace", turn, only=only, injections=flags):
             self._unit(turn.id, "trace", user_key=key, user=turn.user_id, conv=turn.conversation_id,
@@ -338,8 +338,8 @@ class Runner:
                     done_users += 1
                 if self.progress:
                     self.progress(done_users)
-        for f in asyncio.as_completed(pending):
-            await f
+        for rest in asyncio.as_completed(pending):
+            await rest
             done_users += 1
         if self.progress:
             self.progress(done_users)

@@ -49,7 +49,8 @@ class Watcher:
     def ready(self, *, now: float | None = None) -> tuple[list[Path], list[Path]]:
         """(files to ingest now, files still settling)."""
         now = time.time() if now is None else now
-        ready, waiting = [], []
+        ready: list[Path] = []
+        waiting: list[Path] = []
         for f in expand_paths([self.directory]):
             try:
                 st = f.stat()

@@ -259,15 +259,15 @@ class Cascade:
                 continue
             ident = self.keys.rule_identity(name)
             try:
-                answer = get_rule(name)(unit, ctx)
+                # A plain tuple is taken too: a third-party rule may return one.
+                raw: RuleAnswer | tuple[Any, ...] = get_rule(name)(unit, ctx)
             except SpecError:
                 raise
             except Exception as e:  # noqa: BLE001 - one unit's crash must not end the run; it is recorded
                 msg = " ".join(str(e).split())[:200]
                 return AtomicDatum(**base, value="uncollected", collector=ident,
                                    reason=f"{RULE_ERROR}: {name}: {type(e).__name__}: {msg}")
-            if not isinstance(answer, RuleAnswer):
-                answer = RuleAnswer(*answer)
+            answer = raw if isinstance(raw, RuleAnswer) else RuleAnswer(*raw)
             if gate:
                 if answer.value in ("no", "not_applicable"):
                     return AtomicDatum(**base, value="not_applicable", collector=ident, key=key,

@@ -48,7 +48,7 @@ def _sigma(items: tuple[tuple[str, str], ...]) -> type[BaseModel]:
         f"q{i}": (ItemAnswer, Field(alias=item_id, description=question))
         for i, (item_id, question) in enumerate(items)
     }
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "Checklist",
         __config__=ConfigDict(frozen=True, extra="forbid", populate_by_name=True),
         __doc__="Answers to the checklist, one per item id.",

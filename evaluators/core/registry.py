@@ -70,7 +70,7 @@ class UnitRow(NamedTuple):
     layer: Layer
     user_id: str | None
     conversation_id: str | None
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index: renamed with the registry rewrite (review A.9)
     start: float | None
     """Epoch seconds."""
     end: float | None

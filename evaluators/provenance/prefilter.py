@@ -133,16 +133,20 @@ def _alternatives(pattern: str) -> list[_Alt]:
     return [_Alt(part, needs) for part in parts]
 
 
+_Trie = dict[str, "_Trie"]
+"""A character trie: each character maps to the trie of what may follow it; `""` marks a word's end."""
+
+
 def _trie_regex(words: set[str]) -> str:
     """A regex matching any of `words`, longest first, branching one character at a time (fast in `re`)."""
-    root: dict[str, dict] = {}
+    root: _Trie = {}
     for w in words:
         node = root
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def emit(node: dict[str, dict]) -> str:
+    def emit(node: _Trie) -> str:
         alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch]
         if not alts:
             return ""

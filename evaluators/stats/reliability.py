@@ -187,7 +187,7 @@ def variance_components(scores: Sequence[Sequence[float]] | np.ndarray) -> Varia
         unit_variance=unit,
         rater_variance=rater,
         residual_variance=residual,
-        truncated=truncated,  # type: ignore[arg-type]
+        truncated=truncated,
         n_units=a.n_units,
         n_raters=a.n_raters,
     )

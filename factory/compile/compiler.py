@@ -82,7 +82,8 @@ def _pack_kind(form: Form, check: Check) -> ClauseKind:
 
 def _head_verb(action: str) -> str | None:
     """The verb of an action phrase (`be any change of ...` -> `change`), for matching tools by their verb."""
-    for word in re.findall(r"[a-z]+", action.lower()):
+    words: list[str] = re.findall(r"[a-z]+", action.lower())
+    for word in words:
         if word not in _SKIP_HEAD and not word.endswith("ly"):
             return word
     return None
@@ -295,7 +296,7 @@ def compile_spec(
             obligation=form.condition if form.kind == "only_if" else form.action if form.exception else form.main,
             sentence=part, source_line=sentence.line, section=sentence.section, language=sentence.lang,
             layer=clause_layer, invariant=invariant, detector=Detector(how=detection.how, note=detection.note),
-            check=CheckModel(how=check.how, note=check.note, rule=check.condition.rule,  # type: ignore[arg-type]
+            check=CheckModel(how=check.how, note=check.note, rule=check.condition.rule,
                              missing_rule=check.missing_rule),
             clause=pack_clause,
         ))

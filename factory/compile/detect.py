@@ -27,7 +27,7 @@ from typing import Literal
 from agent_factory.evaluators.provenance.normalize import normalize
 from agent_factory.factory.compile.parse import Sentence
 from agent_factory.factory.compile.words import EN_MODE, ZH_MODE, mode_value
-from agent_factory.knowledge_packs.model import ClauseCondition, ConditionField
+from agent_factory.knowledge_packs.model import ClauseCondition, ConditionField, LexiconCategory
 
 DetectorHow = Literal["tool", "any_tool", "regex", "lexicon", "attribute", "answer", "context", "always"]
 """How a trigger is detected: named tools, any tool call, a regex, a pack lexicon, an attribute, any answer,
@@ -315,8 +315,9 @@ def find_condition(text: str, sentence: Sentence, vocab: Vocabulary, *, head: st
     if names and not CONCEPTS["mention"].search(text):
         return Detection(tool_condition(names), "tool", f"a call to {', '.join(names)}")
     if names:
-        rx = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
-        return Detection(ClauseCondition(regex=rx, fields=("answer",)), "regex", f"the answer names {', '.join(names)}")
+        mention = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
+        return Detection(ClauseCondition(regex=mention, fields=("answer",)), "regex",
+                         f"the answer names {', '.join(names)}")
     if CONCEPTS["database"].search(text) and write_tools(vocab):
         tools = write_tools(vocab)
         return Detection(tool_condition(tools), "tool", f"a database-changing call ({', '.join(tools)})")
@@ -342,7 +343,9 @@ def find_condition(text: str, sentence: Sentence, vocab: Vocabulary, *, head: st
     if CONCEPTS["upload"].search(text):
         return Detection(ClauseCondition(attribute_present=UPLOAD_KEYS), "attribute", "an uploaded file")
     phrases = quoted(text)
-    lexicon = "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    lexicon: LexiconCategory | None = (
+        "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    )
     rx = phrase_regex(phrases)
     if rx or lexicon:
         fields = _fields(text)

@@ -105,7 +105,7 @@ def users_touched(
             "SELECT coalesce(user_id, conversation_id) FROM turns GROUP BY 1"
             " HAVING epoch(max(coalesce(end_time, start_time))) + ? > ?",
             [window_days * 86400.0, old_horizon]).fetchall())
-    users.discard(None)  # type: ignore[arg-type]
+    users.discard(None)
     return users
 
 

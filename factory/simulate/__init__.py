@@ -8,8 +8,8 @@ memory, and records the rates and outcome shares actually realised in `truth_sum
 known answer.
 """
 
+from agent_factory.evaluators.stats.text import bigram_jaccard
 from agent_factory.factory.simulate.config import SimConfig, load_config
-from agent_factory.factory.simulate.texts import bigram_jaccard
 from agent_factory.factory.simulate.writer import (
            CONFIG,
            TRACES,

@@ -11,10 +11,10 @@ import math
 from collections import Counter
 from typing import Any
 
+from agent_factory.evaluators.stats.text import bigram_jaccard
 from agent_factory.factory.simulate.config import SimConfig
 from agent_factory.factory.simulate.plan import NS, TurnPlan
 from agent_factory.factory.simulate.sessions import EVENTS, OUTCOMES, session_record
-from agent_factory.factory.simulate.texts import bigram_jaccard
 
 MODES = ("normal", "simple", "deep")
 SEGMENTS = ("real", "internal", "test", "suggestion", "synthetic")

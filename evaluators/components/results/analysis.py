@@ -99,7 +99,7 @@ def sessions(obs: Observations) -> list[Session]:
         out.append(Session(
             id=sid, cluster=cluster_of(row), turns=len(own),
             ended=ended, observable=row.facts.get(RETURNED_WITHIN_T) != NOT_OBSERVABLE,
-            returned=returned if returned in (RETURNED, NOT_RETURNED, CENSORED) else None,  # type: ignore[arg-type]
+            returned=returned if returned in (RETURNED, NOT_RETURNED, CENSORED) else None,
             interval_s=float(interval) if isinstance(interval, int | float) else None,
             redo=row.values.get(REDO), feedback=_fact(row, FEEDBACK),
         ))

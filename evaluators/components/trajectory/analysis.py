@@ -139,8 +139,8 @@ def outcomes(obs: Observations, pack: KnowledgePack) -> list[Result]:
         decided = [(cluster_of(r), r.values[item] == "yes") for r in rows if r.values.get(item) in ("yes", "no")]
         out.append(rate_result(decided, meta, layer="conversation", metric=f"event_share.{short(item)}",
                                note="sessions where the event occurred, of those where it was decided"))
-        counted = [r.facts[item] for r in rows
-                   if r.values.get(item) in ("yes", "no") and isinstance(r.facts.get(item), int | float)]
+        counted = [f for r in rows
+                   if r.values.get(item) in ("yes", "no") and isinstance(f := r.facts.get(item), int | float)]
         out.append(count_result(meta, layer="conversation", metric=f"event_count.{short(item)}",
                                 value=int(sum(counted)), n=len(counted),
                                 note="occurrences summed over sessions whose collector reported a count"))
