@@ -18,7 +18,12 @@ from typing import Any
 from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.model import DeliveryState, Span, Turn
 from agent_factory.adapters.otel.messages import (
-    indexed_messages, last_user_text, maybe_json, model_messages, part_text, reply_text,
+    indexed_messages,
+    last_user_text,
+    maybe_json,
+    model_messages,
+    part_text,
+    reply_text,
 )
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 
@@ -88,8 +93,10 @@ def split_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list
                 changed = True
     kept = [s for s in spans if by_id.get(s.id) is s]
     orphans = [s for s in spans if s.id in orphaned and s.id not in by_id]
-    seen_ids: set[str] = set()
-    orphans = [s for s in orphans if not (s.id in seen_ids or seen_ids.add(s.id))]
+    first: dict[str, Span] = {}  # the first span of each id, in order
+    for s in orphans:
+        first.setdefault(s.id, s)
+    orphans = list(first.values())
     return kept, bad, orphans
 
 
@@ -131,7 +138,8 @@ USAGE, SYSTEM_SHA, SYSTEM_CHARS = "tokens", "system_prompt_sha256", "system_prom
 """Turn attributes: the turn's token usage counted once (`{"input", "output", "total", "counted"}`), and the
 system prompt's digest and length (the text stays on the span that carried it)."""
 SYSTEM_KEYS = ("gen_ai.system_instructions", "gen_ai.system_prompt")
-"""Span attributes holding the system prompt / instructions as such (OpenInference's `llm.system` names the provider)."""
+"""Span attributes holding the system prompt / instructions as such (OpenInference's `llm.system` names the
+provider)."""
 
 
 def finish_reasons(span: Span) -> list[str]:

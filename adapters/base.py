@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
-
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.frozen import Frozen
 

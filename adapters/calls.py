@@ -14,8 +14,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_factory.adapters.assemble import (
-    ANSWER_SOURCE, ANSWER_SPAN, LLM_INPUT, LLM_OUTPUT, REQUEST_SOURCE, REQUEST_SPAN, SESSION_KEYS, USER_KEYS,
-    delivery_of, first_attr, roots_first, turn_attributes,
+    ANSWER_SOURCE,
+    ANSWER_SPAN,
+    LLM_INPUT,
+    LLM_OUTPUT,
+    REQUEST_SOURCE,
+    REQUEST_SPAN,
+    SESSION_KEYS,
+    USER_KEYS,
+    delivery_of,
+    first_attr,
+    roots_first,
+    turn_attributes,
 )
 from agent_factory.adapters.model import Span, Turn, stable_id
 from agent_factory.adapters.otel.messages import model_messages, reply_text

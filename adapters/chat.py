@@ -15,16 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.base import AdapterItem
-from agent_factory.adapters.chat_io import (
-    RecordProblem,
-    first_record,
-    json_safe,
-    json_type,
-    read_conversations,
-)
+from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.chat_messages import ROLES, convert_messages
 from agent_factory.adapters.model import Conversation, OutcomeEvent
-
 from agent_factory.digest import digest
 
 _RECORD_KEYS = ("messages", "traj", "steps")

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import ijson
-from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
-from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
-from agent_factory.adapters.model import Conversation
 from ijson.common import ObjectBuilder
 from pydantic import ValidationError
 
+from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
+from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
+from agent_factory.adapters.model import Conversation
 from agent_factory.digest import canonical_json
 
 Layout = Literal["lines", "array", "document"]
@@ -194,7 +194,7 @@ class SeenIds:
         d = int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
         return d or 1
 
-    def _slot(self, keys: array, mask: int, d: int) -> int:
+    def _slot(self, keys: array[int], mask: int, d: int) -> int:
         i = d & mask
         while keys[i] != 0 and keys[i] != d:
             i = (i + 1) & mask

@@ -17,9 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from agent_factory.adapters.model import COMPLETE_WITHOUT
 from agent_factory.adapters.chat_io import RecordProblem, json_type, problem_from
-from agent_factory.adapters.model import DeliveryState, Span, Turn
+from agent_factory.adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 """Accepted message roles (`developer` is the newer name of `system`)."""
@@ -149,7 +148,7 @@ def _role(msg: Any, path: str) -> str:
     if role not in ROLES:
         got = "message has no role" if "role" not in msg else f"role {role!r} is not valid"
         raise RecordProblem(f"{path}.role", f"{got}; valid roles: {', '.join(ROLES)}")
-    return role
+    return str(role)
 
 
 def _valid_json(text: str) -> bool:

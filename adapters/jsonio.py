@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import ijson
-from agent_factory.adapters.base import Quarantine
 from pydantic import Field
 
+from agent_factory.adapters.base import Quarantine
 from agent_factory.frozen import Frozen
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
@@ -68,7 +68,7 @@ class FieldCut(Frozen):
     """Length of what was kept, marker included."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Reading:
     limits: FieldLimits
     cuts: list[FieldCut] | None

@@ -30,7 +30,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
+
+from pydantic import Field, StrictBool, ValidationError, ValidationInfo, field_validator, model_validator
 
 from agent_factory.adapters.base import AdapterItem
 from agent_factory.adapters.chat_io import (
@@ -42,24 +44,7 @@ from agent_factory.adapters.chat_io import (
     read_conversations,
     to_text,
 )
-from agent_factory.adapters.model import (
-    Conversation,
-    DeliveryState,
-    OutcomeEvent,
-    Span,
-    SpanKind,
-    TokenUsage,
-    Turn,
-)
-from pydantic import (
-    Field,
-    StrictBool,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
-
+from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
 from agent_factory.frozen import Frozen
 
 StepType = Literal["model_call", "tool_call", "reasoning", "thought", "retrieval", "embedding", "agent", "other"]
@@ -80,6 +65,10 @@ _CONTRACT_ONLY_KEYS = {"content", "tool", "timestamp"}
 _CONTRACT_TYPES = {"thought", "tool_call", "final_output"}
 
 
+@overload
+def _utc(v: datetime) -> datetime: ...
+@overload
+def _utc(v: datetime | None) -> datetime | None: ...
 def _utc(v: datetime | None) -> datetime | None:
     # Naive timestamps are taken as UTC, so every span time is comparable.
     if v is None:
@@ -272,7 +261,11 @@ def _step_span(step: Step, cid: str, trace: str) -> Span:
     end = _utc(step.ended_at)
     if end is None and start is not None and step.duration_ms is not None:
         end = start + timedelta(milliseconds=step.duration_ms)
-    duration = step.duration_ms if step.duration_ms is not None else (end - start).total_seconds() * 1000.0
+    if step.duration_ms is not None:
+        duration = step.duration_ms
+    else:
+        assert end is not None  # a Step has ended_at or duration_ms (its validator)
+        duration = (end - start).total_seconds() * 1000.0
     is_tool = step.type == "tool_call"
     text_in = to_text(step.arguments) if is_tool and step.arguments is not None else to_text(step.input)
     out = step.output if step.output is not None else step.result
@@ -328,7 +321,7 @@ def steplog_conversation(value: Any) -> Conversation:
                              "success": run.success, "step_count": len(spans)}
     if run.metadata:
         attrs["metadata"] = json_safe(run.metadata)
-    events = ()
+    events: tuple[OutcomeEvent, ...] = ()
     if run.success is not None:
         events = (_event(cid, "task_success", run.success, {"task_id": run.task_id, "trial": run.trial}),)
     return Conversation(id=cid, start=start, end=end, turns=(turn,), events=events, attributes=attrs)
@@ -340,7 +333,8 @@ _REQUEST_KEYS = ("input", "instruction", "description", "prompt")
 def _contract_span(step: ContractStep, i: int, cid: str, trace: str) -> Span:
     start = _utc(step.timestamp)
     end = start + timedelta(milliseconds=step.duration_ms) if start and step.duration_ms is not None else None
-    kind: SpanKind = {"thought": "reasoning", "tool_call": "tool", "final_output": "llm"}[step.type]
+    kinds: dict[str, SpanKind] = {"thought": "reasoning", "tool_call": "tool", "final_output": "llm"}
+    kind = kinds[step.type]
     attrs: dict[str, Any] = {"step_index": i, "step_type": step.type}
     if step.metadata:
         attrs["metadata"] = json_safe(step.metadata)

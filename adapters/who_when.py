@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.assemble import REQUEST_SOURCE
-from agent_factory.adapters.base import AdapterItem, HEAD_BYTES
+from agent_factory.adapters.base import HEAD_BYTES, AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
 

@@ -16,7 +16,6 @@ Usage:  .venv/bin/python bench/injection_bench.py [--corpus PATH ...] [--traffic
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 

@@ -62,7 +62,9 @@ def prepare(work: Path, *, config: Path | None) -> Path:
     return store
 
 
-def collect_flags(store: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, dict[str, int | None]]]]:
+def collect_flags(  # noqa: C901 - one query and one flag definition after another, read top to bottom
+    store: Path,
+) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[str, dict[str, int | None]]]]:
     """(conversation id -> {task, failed, messages, writes}, flag -> (meaning, conversation id -> 0/1/None))."""
     import duckdb
 
@@ -121,7 +123,7 @@ def collect_flags(store: Path) -> tuple[dict[str, dict[str, Any]], dict[str, tup
         if part == "obligation":
             put(f"conduct.{clause} violated", "bad", cid, {"no": 1, "yes": 0}.get(value))
     turn_flags: dict[str, dict[str, list[int | None]]] = defaultdict(lambda: defaultdict(list))
-    for cid, item, value, fact in con.execute(
+    for cid, _item, value, fact in con.execute(
         "SELECT t.conversation_id, d.item, d.value, d.fact FROM atomic_data d JOIN turns t ON d.unit_id = t.id "
         "WHERE d.layer = 'trace' AND d.item = 'execution.delivered'"
     ).fetchall():

@@ -1,0 +1,1 @@
+"""Evaluators: components, collectors, analyses and statistics (`agent_factory.evaluators`)."""

@@ -14,25 +14,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from agent_factory.adapters.base import adapter_names, get_adapter
-from agent_factory.adapters.jsonio import (
-    MAX_FIELD_CHARS,
-    MAX_RECORD_CHARS,
-    MIN_FIELD_CHARS,
-    FieldLimits,
-)
-from agent_factory.factory.store import DEFAULT_STORE, Store
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent_factory.adapters.base import adapter_names, get_adapter
+from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
 from agent_factory.errors import AgentFactoryError, SpecError
+from agent_factory.factory.store import DEFAULT_STORE, Store
 
 EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
@@ -136,7 +125,9 @@ def ingest(
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[
         str | None,
-        typer.Option("--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())),
+        typer.Option(
+            "--format", help="Input format; auto-detected when omitted. One of: " + ", ".join(adapter_names())
+        ),
     ] = None,
     pack: PackOpt = "default",
     max_field_chars: Annotated[int, typer.Option(
@@ -170,8 +161,8 @@ def ingest(
     if as_json:
         _emit_json(report.model_dump(mode="json"))
     else:
-        for e in report.errors[:MAX_ERROR_LINES]:
-            err.print(e.line(), soft_wrap=True, markup=False)
+        for q in report.errors[:MAX_ERROR_LINES]:
+            err.print(q.line(), soft_wrap=True, markup=False)
         more = len(report.errors) - MAX_ERROR_LINES + report.errors_not_shown
         if more > 0:
             err.print(f"... and {more} more quarantined records (see --json, or the store's quarantine table)")
@@ -200,8 +191,12 @@ def ingest(
 @app.command()
 def build(
     spec: Annotated[Path, typer.Option("--spec", help="The agent's system prompt (role spec), markdown or text.")],
-    pack: Annotated[str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")] = "default",
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")] = None,
+    pack: Annotated[
+        str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")
+    ] = "default",
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")
+    ] = None,
     config: Annotated[
         Path | None,
         typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present. "
@@ -297,12 +292,7 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
             full: bool = False) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
     is closed with `stack`."""
-    from agent_factory.evaluators.collect import (
-        Budget,
-        Cascade,
-        DatumCache,
-        load_model_config,
-    )
+    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
     from agent_factory.evaluators.collect.prompt import template_dir
     from agent_factory.factory.run import Runner
     from agent_factory.factory.suite import load_suite
@@ -499,6 +489,7 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
 
 
 def main() -> None:  # pragma: no cover - console entry
+    """The console entry point, `agent-factory`."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     app()
 

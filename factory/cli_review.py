@@ -7,13 +7,16 @@ error handling and exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
 from rich.table import Table
 
 from agent_factory.errors import AgentFactoryError
+from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
+
+if TYPE_CHECKING:  # the review module loads only when a command runs
+    from agent_factory.factory.review import SuiteDiff
 
 
 def _missing(path: Path) -> typer.Exit | None:
@@ -33,8 +36,8 @@ def diff(
     from agent_factory.factory.review import suite_diff
 
     for path in (old, new):
-        if (e := _missing(path)) is not None:
-            raise e
+        if (missing := _missing(path)) is not None:
+            raise missing
     try:
         d = suite_diff(old, new, pack=pack)
     except AgentFactoryError as e:
@@ -42,9 +45,21 @@ def diff(
     if as_json:
         _emit_json(d.model_dump(mode="json"))
         return
-    clauses = Table(title=f"clauses: {old} -> {new}", title_justify="left")
-    for col in ("change", "id", "line", "what"):
-        clauses.add_column(col, overflow="fold")
+    for table in (_clause_table(d, f"clauses: {old} -> {new}"), _definition_table(d), _evaluator_table(d)):
+        if table.row_count:
+            out.print(table)
+    _print_notes(d)
+
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    return table
+
+
+def _clause_table(d: SuiteDiff, title: str) -> Table:
+    clauses = _table(title, "change", "id", "line", "what")
     for c in d.clauses_added:
         clauses.add_row("added", c.id, str(c.source_line or ""), c.text)
     for c in d.clauses_removed:
@@ -52,9 +67,11 @@ def diff(
     for ch in d.clauses_changed:
         what = "; ".join(f"{f.field}: {f.old!r} -> {f.new!r}" for f in ch.fields)
         clauses.add_row("changed", ch.id, str(ch.source_line or ""), what)
-    defs = Table(title="data definitions", title_justify="left")
-    for col in ("change", "id", "version"):
-        defs.add_column(col, overflow="fold")
+    return clauses
+
+
+def _definition_table(d: SuiteDiff) -> Table:
+    defs = _table("data definitions", "change", "id", "version")
     for r in d.definitions_added:
         defs.add_row("added", r.id, r.version)
     for r in d.definitions_removed:
@@ -62,14 +79,17 @@ def diff(
     for dc in d.definitions_changed:
         name = dc.id if dc.id == dc.old_id else f"{dc.old_id} -> {dc.id}"
         defs.add_row("changed", name, f"{dc.old_version} -> {dc.new_version}")
-    evaluators = Table(title="evaluator versions", title_justify="left")
-    for col in ("component", "old", "new"):
-        evaluators.add_column(col, overflow="fold")
+    return defs
+
+
+def _evaluator_table(d: SuiteDiff) -> Table:
+    evaluators = _table("evaluator versions", "component", "old", "new")
     for ev in d.evaluators_changed:
         evaluators.add_row(ev.component, ev.old or "-", ev.new or "-")
-    for table in (clauses, defs, evaluators):
-        if table.row_count:
-            out.print(table)
+    return evaluators
+
+
+def _print_notes(d: SuiteDiff) -> None:
     for label, ids in (("invariants added", d.invariants_added), ("invariants removed", d.invariants_removed)):
         if ids:
             out.print(f"{label}: {', '.join(ids)}")
@@ -91,8 +111,8 @@ def approve(
     """Approve a reviewed suite: snapshot its files into DIR/approved/; runs use that snapshot."""
     from agent_factory.factory.review import approval_status, approve_suite
 
-    if (e := _missing(directory)) is not None:
-        raise e
+    if (missing := _missing(directory)) is not None:
+        raise missing
     try:
         try:
             before = approval_status(directory)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import yaml
-from agent_factory.evaluators.collect.prompt import template_digest, template_dir
+
+from agent_factory.errors import SpecError, UnknownNameError
+from agent_factory.evaluators.collect.prompt import PromptKind, template_digest, template_dir
 from agent_factory.evaluators.collect.schema import build_sigma, json_schema
 from agent_factory.evaluators.core import (
     AnalysisRef,
@@ -30,14 +33,12 @@ from agent_factory.evaluators.core import (
 )
 from agent_factory.knowledge_packs import KnowledgePack
 
-from agent_factory.errors import SpecError, UnknownNameError
-
 PACK_FILE = "pack.yaml"
-TEMPLATE_KINDS = ("checklist", "jury")
+TEMPLATE_KINDS: tuple[PromptKind, ...] = ("checklist", "jury")
 EVALUATORS_DIR = "evaluators"
 
 
-def _sigma(defs: tuple[DataDefinition, ...]) -> dict | None:
+def _sigma(defs: tuple[DataDefinition, ...]) -> dict[str, Any] | None:
     modelled = [d for d in defs if any(t != "rule" for t in d.tiers)]
     return json_schema(build_sigma(modelled)) if modelled else None
 
@@ -55,11 +56,11 @@ def make_evaluator(component: str, pack: KnowledgePack, *, pack_file: str = PACK
     defs = get_component(component).definitions_for(pack)
     modelled = any(t != "rule" for d in defs for t in d.tiers)
     templates = {
-        kind: TemplateRef(file=f"templates/{kind}.j2", digest=template_digest(kind))  # type: ignore[arg-type]
+        kind: TemplateRef(file=f"templates/{kind}.j2", digest=template_digest(kind))
         for kind in TEMPLATE_KINDS
     } if modelled else {}
     return derive(EvaluatorSpec(
-        component=component,  # type: ignore[arg-type]
+        component=component,
         description=spec.description,
         knowledge_pack=KnowledgeRef(file=pack_file, knowledge_digest=pack.knowledge_digest()),
         analyses=tuple(AnalysisRef(name=a.name, version=a.version) for a in spec.analyses),
@@ -110,8 +111,14 @@ def _check(path: Path, ev: EvaluatorSpec, derived: EvaluatorSpec) -> None:
             raise SpecError(f"{path}: {name}: does not match the rest of the file (derived: {shown}); "
                             f"update it or delete the field, then approve again")
     for kind in ev.templates:
-        if kind not in TEMPLATE_KINDS:
-            raise SpecError(f"{path}: templates.{kind}: unknown template; valid: {', '.join(TEMPLATE_KINDS)}")
+        _template_kind(kind, path)
+
+
+def _template_kind(kind: str, path: Path) -> PromptKind:
+    for known in TEMPLATE_KINDS:
+        if kind == known:
+            return known
+    raise SpecError(f"{path}: templates.{kind}: unknown template; valid: {', '.join(TEMPLATE_KINDS)}")
 
 
 def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[ComponentSpec, list[str]]:
@@ -157,10 +164,10 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
         notices.append(f"{path.name}: the pack's knowledge changed since the build (base pack updated?); "
                        "`agent-factory build` and `agent-factory diff` show the effect")
     templates = template_dir(path.parent.parent)  # the suite's own copy is what renders (see `template_dir`)
-    for kind, ref in ev.templates.items():
-        if ref.digest != template_digest(kind, templates):  # type: ignore[arg-type]
+    for kind, template in ev.templates.items():
+        if template.digest != template_digest(_template_kind(kind, path), templates):
             notices.append(f"{path.name}: prompt template {kind} changed since the build; the run renders "
-                           f"{templates / ref.file.removeprefix('templates/')}")
+                           f"{templates / template.file.removeprefix('templates/')}")
     extra = {k: v for k, v in registered.extra.items() if k != "definitions_for"}
     spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), extra=extra)
     return spec, notices

@@ -12,16 +12,16 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pydantic import Field
+
 from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
 from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
+from agent_factory.errors import SpecError
 from agent_factory.factory.store import Store, dumps, event_row
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
-from agent_factory.knowledge_packs import KnowledgePack
-from pydantic import Field
-
-from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class FileReport(Frozen):

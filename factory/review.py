@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.evaluator_file import refresh
 from agent_factory.factory.suite import (
@@ -39,10 +41,8 @@ from agent_factory.factory.suite import (
     snapshot_digest,
     suite_hashes,
 )
-from agent_factory.knowledge_packs.model import Clause
-
-from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs.model import Clause
 
 SPEC_SUFFIXES = (".md", ".txt")
 _HASH_SUFFIX = re.compile(r"_[0-9a-f]{6}(?:_\d+)?$")
@@ -339,7 +339,10 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
     def ref(side: _Side, cid: str) -> ClauseRef:
         return ClauseRef(id=cid, text=side.clauses[cid].text, source_line=side.lines.get(cid))
 
-    defs_added, defs_removed, defs_changed, reused = [], [], [], 0
+    defs_added: list[DefinitionRef] = []
+    defs_removed: list[DefinitionRef] = []
+    defs_changed: list[DefinitionChange] = []
+    reused = 0
     for component in COMPONENTS:
         a, b = old.definitions[component], new.definitions[component]
         moved = {_renamed_item(i, renames): i for i in a}
@@ -348,11 +351,11 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
                 defs_added.append(DefinitionRef(component=component, id=item, version=str(d.get("version", ""))))
                 continue
             before = a[moved[item]]
-            fields = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
-            if fields:
+            keys = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
+            if keys:
                 defs_changed.append(DefinitionChange(
                     component=component, id=item, old_id=moved[item], old_version=str(before.get("version", "")),
-                    new_version=str(d.get("version", "")), fields=fields))
+                    new_version=str(d.get("version", "")), fields=keys))
             else:
                 reused += 1
         defs_removed.extend(DefinitionRef(component=component, id=i, version=str(d.get("version", "")))

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import networkx as nx
+
 from agent_factory.adapters.model import Conversation, EvidencePointer, Turn
 from agent_factory.evaluators.collect.reasons import reason_category, retry_later
 from agent_factory.evaluators.core import (
@@ -32,13 +33,7 @@ from agent_factory.evaluators.core import (
 )
 from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
-from agent_factory.factory.pipeline.graph import (
-    TracesState,
-    build_graph,
-    describe,
-    fingerprints,
-    reads_component,
-)
+from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.state import (
     count_rows,
@@ -52,9 +47,8 @@ from agent_factory.factory.pipeline.state import (
 )
 from agent_factory.factory.store import Batch, Store, dumps
 from agent_factory.factory.units import UserUnits, iter_user_units
-from agent_factory.knowledge_packs import KnowledgePack
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class Collector(Protocol):
@@ -64,27 +58,35 @@ class Collector(Protocol):
         self, *, unit_id: str, layer: Layer, unit: Any, definitions: Sequence[DataDefinition],
         pack: KnowledgePack, injection_ranges: Sequence[EvidencePointer] = (),
         context: EngagementView | None = None,
-    ) -> list[AtomicDatum]: ...
+    ) -> list[AtomicDatum]:
+        """Collect `definitions` over one unit: one datum per definition."""
 
     @property
-    def model_calls(self) -> int: ...
+    def model_calls(self) -> int:
+        """Requests sent to model providers so far."""
 
-    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str: ...
-
-    @property
-    def tokens(self) -> int: ...
-
-    @property
-    def cost_usd(self) -> float: ...
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
+        """v of a definition: it changes exactly when the keys of its data do."""
 
     @property
-    def reused(self) -> int: ...
+    def tokens(self) -> int:
+        """Tokens the model calls reported so far."""
 
     @property
-    def reused_uncollected(self) -> Counter[str]: ...
+    def cost_usd(self) -> float:
+        """What the model calls cost so far."""
 
     @property
-    def collected(self) -> Counter[str]: ...
+    def reused(self) -> int:
+        """Data found in the cache so far."""
+
+    @property
+    def reused_uncollected(self) -> Counter[str]:
+        """Data found in the cache as `uncollected`, by reason."""
+
+    @property
+    def collected(self) -> Counter[str]:
+        """Data collected afresh, by tier."""
 
 
 class RunReport(Frozen):
@@ -226,6 +228,7 @@ class Runner:
         return self._plan
 
     def users_to_visit(self) -> int:
+        """How many users this run visits (all of them when the plan says so)."""
         p = self.plan()
         if p.visit_all or p.users is None:
             return p.users_total
@@ -279,7 +282,7 @@ class Runner:
 
     async def _turn(self, defs: _Defs, key: str, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by Provenance only; everything else reads real traffic.
-        only = None if real else {s.name for s in self.specs if s.all_segments}
+        only: set[str] | None = None if real else {s.name for s in self.specs if s.all_segments}
         flags = self._flags((turn,))
         if await self._collect(defs, turn.id, "trace", turn, only=only, injections=flags):
             self._unit(turn.id, "trace", user_key=key, user=turn.user_id, conv=turn.conversation_id,
@@ -335,8 +338,8 @@ class Runner:
                     done_users += 1
                 if self.progress:
                     self.progress(done_users)
-        for f in asyncio.as_completed(pending):
-            await f
+        for rest in asyncio.as_completed(pending):
+            await rest
             done_users += 1
         if self.progress:
             self.progress(done_users)
@@ -391,6 +394,7 @@ class Runner:
     # ---- the run -------------------------------------------------------------------------------
 
     def run(self) -> RunReport:
+        """Plan, collect, analyse and record one run; what it did."""
         t0 = time.perf_counter()
         started = datetime.now(UTC)
         before = _Tally.of(self.collector)

@@ -18,14 +18,8 @@ from typing import Any, Literal
 
 import duckdb
 import pyarrow as pa
-from agent_factory.adapters.model import (
-    Conversation,
-    OutcomeEvent,
-    Span,
-    TokenUsage,
-    Turn,
-)
 
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 from agent_factory.errors import StoreError
 
 SCHEMA_VERSION = 3
@@ -183,6 +177,7 @@ def dumps(value: Any) -> str:
 
 
 def span_row(span: Span, *, seq: int, source_id: str, turn_id: str | None = None) -> dict[str, Any]:
+    """The `spans` row of a span."""
     t = span.tokens
     return {
         "trace_id": span.trace_id, "id": span.id, "parent_id": span.parent_id, "seq": seq, "kind": span.kind,
@@ -195,6 +190,7 @@ def span_row(span: Span, *, seq: int, source_id: str, turn_id: str | None = None
 
 
 def turn_row(turn: Turn, *, segment: str, source_id: str) -> dict[str, Any]:
+    """The `turns` row of a turn."""
     return {
         "id": turn.id, "conversation_id": turn.conversation_id, "user_id": turn.user_id, "idx": turn.index,
         "request": turn.request, "answer": turn.answer, "mode": turn.mode, "delivery": turn.delivery,
@@ -205,10 +201,12 @@ def turn_row(turn: Turn, *, segment: str, source_id: str) -> dict[str, Any]:
 
 
 def conversation_row(conv: Conversation, *, source_id: str) -> dict[str, Any]:
+    """The `conversations` row of a conversation."""
     return {"id": conv.id, "user_id": conv.user_id, "attributes": dumps(conv.attributes), "source_id": source_id}
 
 
 def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:
+    """The `events` row of an outcome event."""
     return {
         "id": ev.id, "kind": ev.kind, "user_id": ev.user_id, "conversation_id": ev.conversation_id,
         "time": ev.time, "value": dumps(ev.value), "attributes": dumps(ev.attributes), "source_id": source_id,
@@ -216,6 +214,7 @@ def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:
 
 
 def span_from_row(row: dict[str, Any]) -> Span:
+    """The span a `spans` row holds."""
     tokens = None
     if any(row[k] is not None for k in ("tokens_in", "tokens_out", "tokens_total")):
         tokens = TokenUsage(input=row["tokens_in"], output=row["tokens_out"], total=row["tokens_total"])
@@ -241,11 +240,13 @@ class Batch:
         self.rows: list[dict[str, Any]] = []
 
     def add(self, row: dict[str, Any]) -> None:
+        """Queue a row; flush once the batch is full."""
         self.rows.append(row)
         if len(self.rows) >= self.size:
             self.flush()
 
     def flush(self) -> None:
+        """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
         if not self.rows:
             return
         keys = TABLES[self.table][1] if self.table in TABLES else ()
@@ -335,6 +336,7 @@ class Store:
         self.close()
 
     def close(self) -> None:
+        """Close the connection."""
         self.con.close()
 
     def _create(self) -> None:
@@ -370,13 +372,16 @@ class Store:
             self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
 
     def set_meta(self, key: str, value: str) -> None:
+        """Set a store-wide value."""
         self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
 
     def get_meta(self, key: str) -> str | None:
+        """A store-wide value, or None."""
         row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
 
     def has_source(self, source_id: str) -> bool:
+        """Whether the file `source_id` is ingested."""
         return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None
 
     @contextmanager
@@ -417,6 +422,7 @@ class Store:
         self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
         when: datetime,
     ) -> None:
+        """Record an ingested file: its rows count from now on."""
         self.con.execute(
             "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [source_id, path, fmt, when, read, accepted, quarantined],
@@ -442,7 +448,8 @@ class Store:
         totals = c.execute(
             "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM spans), (SELECT count(*) FROM events),"
             " (SELECT count(*) FROM quarantine), (SELECT count(*) FROM sources),"
-            " (SELECT count(*) FROM provenance WHERE NOT complete), (SELECT count(*) FROM provenance WHERE injections > 0)"
+            " (SELECT count(*) FROM provenance WHERE NOT complete),"
+            " (SELECT count(*) FROM provenance WHERE injections > 0)"
         ).fetchone()
         assert totals is not None
         modes = dict(

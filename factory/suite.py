@@ -32,25 +32,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent_factory.evaluators.core import (
-    COMPONENTS,
-    Component,
-    ComponentSpec,
-    get_component,
-    load_yaml_model,
-)
-from agent_factory.factory.evaluator_file import EVALUATORS_DIR, load_evaluator
-from agent_factory.factory.store import Store
-from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack
-from agent_factory.knowledge_packs.loader import (
-    merge_pack_data,
-    read_pack_yaml,
-    validate_pack_data,
-)
 from pydantic import Field, ValidationError
 
 from agent_factory.errors import AgentFactoryError, SpecError
+from agent_factory.evaluators.core import COMPONENTS, Component, ComponentSpec, get_component, load_yaml_model
+from agent_factory.factory.evaluator_file import EVALUATORS_DIR, load_evaluator
+from agent_factory.factory.store import Store
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack
+from agent_factory.knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
 
 SUITE_FILE = "suite.yaml"
 MANIFEST_FILE = "manifest.json"

@@ -10,11 +10,11 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
+from typing import Any
 
 from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent, Turn, stable_id
 from agent_factory.evaluators.core import EngagementView
 from agent_factory.factory.store import Store
-
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -32,11 +32,12 @@ class UserUnits:
 
 
 def user_key(turn: Turn) -> str:
+    """Whose turn it is: the user id, or the conversation id when the source names no user."""
     return turn.user_id if turn.user_id is not None else turn.conversation_id
 
 
 def build_conversations(
-    turns: Iterable[Turn], *, events: dict[str, list[OutcomeEvent]], attributes: dict[str, dict],
+    turns: Iterable[Turn], *, events: dict[str, list[OutcomeEvent]], attributes: dict[str, dict[str, Any]],
 ) -> tuple[Conversation, ...]:
     """Group one user's turns into conversations, each in turn order; conversations by first start.
 
@@ -62,7 +63,7 @@ def build_conversations(
             # order is the order; "the last turn" and "the turn before" must mean what they say.
             ts = [t if t.index == k else t.model_copy(update={"index": k}) for k, t in enumerate(ts)]
         starts = [t.start for t in ts if t.start is not None]
-        ends = [t.end or t.start for t in ts if (t.end or t.start) is not None]
+        ends = [e for t in ts if (e := t.end or t.start) is not None]
         convs.append(Conversation(
             id=cid, user_id=ts[0].user_id, start=min(starts) if starts else None, end=max(ends) if ends else None,
             turns=tuple(ts), events=tuple(events.get(cid, ())), attributes=attrs,

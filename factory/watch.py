@@ -15,9 +15,8 @@ from pathlib import Path
 from agent_factory.factory.ingest import IngestReport, expand_paths, ingest_paths
 from agent_factory.factory.run import RunReport
 from agent_factory.factory.store import Store
-from agent_factory.knowledge_packs import KnowledgePack
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack
 
 
 class Cycle(Frozen):
@@ -47,7 +46,8 @@ class Watcher:
     def ready(self, *, now: float | None = None) -> tuple[list[Path], list[Path]]:
         """(files to ingest now, files still settling)."""
         now = time.time() if now is None else now
-        ready, waiting = [], []
+        ready: list[Path] = []
+        waiting: list[Path] = []
         for f in expand_paths([self.directory]):
             try:
                 st = f.stat()

@@ -74,14 +74,17 @@ class FileWriter:
         """Client-only call traces by call group, grouped into turns once the file is read."""
 
     def reject(self, q: Quarantine) -> None:
+        """Quarantine a record (the first errors are also kept for the report)."""
         self.quarantined += 1
-        self.errors.append(q) if len(self.errors) < MAX_REPORTED_ERRORS else None
+        if len(self.errors) < MAX_REPORTED_ERRORS:
+            self.errors.append(q)
         self.quarantine.add(
             {"source_id": self.source_id, "path": self.path, "location": q.location, "field": q.field,
              "message": q.message}
         )
 
     def turn(self, turn: Turn, *, last: bool | None = None, late: bool = False) -> None:
+        """Write a turn with its spans and provenance, its ending classified by the pack."""
         # Hand-offs and closing messages first: coverage and every later reader see the pack's delivery state.
         turn = classify_ending(turn, self.pack, last=last)
         rec = provenance_record(turn, self.pack)
@@ -95,6 +98,7 @@ class FileWriter:
             rows.spans.add(span_row(span, seq=seq, source_id=self.source_id, turn_id=turn.id))
 
     def conversation(self, conv: Conversation) -> None:
+        """Write a conversation with its turns and events."""
         # Duplicate ids within a file are the adapter's to catch (it knows the record's location).
         self.conversations.add(conversation_row(conv, source_id=self.source_id))
         for k, t in enumerate(conv.turns):
@@ -104,6 +108,7 @@ class FileWriter:
         self.accepted += 1
 
     def stage(self, span: Span) -> None:
+        """Stage a span until its trace is complete."""
         self.staged.add(span_row(span, seq=self.staged_count, source_id=self.source_id))
         self.staged_count += 1
 
@@ -209,6 +214,7 @@ class FileWriter:
                 self.turn(t, late=late)
 
     def flush(self) -> None:
+        """Append every queued row."""
         self.rows.flush()
         for b in (self.conversations, self.events, self.quarantine):
             b.flush()

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from agent_factory.knowledge_packs.model import KnowledgePack
 from pydantic import ValidationError
 
 from agent_factory.errors import SpecError, UnknownNameError
+from agent_factory.knowledge_packs.model import KnowledgePack
 
 GROUP = "agent_factory.knowledge_packs"
 """Entry-point group under which third-party packages register packs."""

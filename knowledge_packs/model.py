@@ -16,7 +16,6 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Annotated, Any, Literal, TypeVar
 
-from agent_factory.adapters.model import stable_id
 from pydantic import (
     Field,
     SerializerFunctionWrapHandler,
@@ -27,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_factory.adapters.model import stable_id
 from agent_factory.frozen import Frozen
 
 T = TypeVar("T")

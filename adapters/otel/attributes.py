@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent_factory.adapters.model import SpanKind, TokenUsage
-from agent_factory.adapters.otel.messages import message_pairs, render_indexed_genai, render_messages, render_openinference
+from agent_factory.adapters.otel.messages import (
+    message_pairs,
+    render_indexed_genai,
+    render_messages,
+    render_openinference,
+)
 from agent_factory.adapters.otel.values import AttributeValueError
 
 OPENINFERENCE_KINDS: dict[str, SpanKind] = {

@@ -34,15 +34,19 @@ class FlatSpanLinesAdapter:
     """Flattened OTel spans: TRAIL's flat export, OTel JS `ReadableSpan` JSON, or flat OTLP-like objects."""
 
     name = "otel-spans-jsonl"
-    description = "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
+    description = (
+        "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
+    )
 
     def sniff(self, head: bytes, path: Path) -> bool:
+        """Whether the head's first record (or first array item) carries a span id key."""
         array = is_array_file(head)
         _, keys = head_keys(head, record="first_item" if array else "top")
         prefix = "item" if array else ""
         return any(f"{prefix}:{k}" in keys for k in SPAN_ID_KEYS)
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
+        """Spans of the file, one per JSON line or array item; bad records as quarantines."""
         source = str(path)
         items = iter_json_array(path, "item") if is_array_file(read_head(path, 4096)) else iter_json_lines(path)
         for item in items:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _INDEXED = re.compile(r"^(\d+)\.(.+)$")
@@ -25,6 +25,7 @@ def _compact(value: Any) -> str:
 
 
 def maybe_json(value: Any) -> Any:
+    """A string that holds a JSON object or array, decoded; anything else as it is."""
     if isinstance(value, str):
         text = value.strip()
         if text[:1] in ("[", "{"):
@@ -44,8 +45,8 @@ def part_text(part: Any) -> str | None:
     ptype = str(part.get("type", "text")).replace("-", "_")
     if ptype in ("text", "input_text", "output_text", "reasoning", "thinking"):
         for k in ("text", "content", "thinking"):
-            if isinstance(part.get(k), str):
-                return part[k]
+            if isinstance(v := part.get(k), str):
+                return v
     if ptype in ("tool_call", "function_call"):
         name = part.get("name") or part.get("toolName") or ""
         args = part.get("arguments", part.get("args", part.get("input")))
@@ -54,8 +55,8 @@ def part_text(part: Any) -> str | None:
         res = part.get("response", part.get("result", part.get("output", part.get("content"))))
         return None if res is None else _compact(res)
     for k in ("text", "content"):
-        if isinstance(part.get(k), str):
-            return part[k]
+        if isinstance(v := part.get(k), str):
+            return v
     return f"[{ptype}]"
 
 
@@ -80,7 +81,7 @@ def message_text(message: Any) -> str | None:
             pieces.append(t)
     for call in message.get("tool_calls") or []:
         if isinstance(call, Mapping):
-            fn = call.get("function") if isinstance(call.get("function"), Mapping) else call
+            fn = f if isinstance(f := call.get("function"), Mapping) else call
             pieces.append(part_text({"type": "tool_call", "name": fn.get("name"), "arguments": fn.get("arguments")})
                           or "")
     body = "\n".join(p for p in pieces if p)
@@ -111,8 +112,8 @@ def render_messages(value: Any) -> str | None:
                 if m:
                     lines.append(m)
             return "\n".join(lines) or None
-        if isinstance(value.get("text"), str):
-            return value["text"]  # a completion object such as {"text": ..., "finish_reason": ...}
+        if isinstance(text := value.get("text"), str):
+            return text  # a completion object such as {"text": ..., "finish_reason": ...}
         return message_text(value) or _compact(value)
     if isinstance(value, list):
         lines = [t for t in (message_text(maybe_json(m)) for m in value) if t]
@@ -232,7 +233,7 @@ def model_messages(attrs: Mapping[str, Any], text: str | None, *, side: str) -> 
     last the span's own text when it is JSON of a message list or request."""
     oi, genai, old = (("llm.input_messages", "gen_ai.input.messages", "gen_ai.prompt") if side == "input"
                       else ("llm.output_messages", "gen_ai.output.messages", "gen_ai.completion"))
-    for pairs in (
+    finders: tuple[Callable[[], list[tuple[str | None, str | None]]], ...] = (
         lambda: _openinference_pairs(attrs, oi),
         lambda: message_pairs(attrs.get(genai)),
         lambda: message_pairs(attrs.get(old)),
@@ -240,7 +241,8 @@ def model_messages(attrs: Mapping[str, Any], text: str | None, *, side: str) -> 
         lambda: message_pairs(attrs.get("ai.prompt.messages")) if side == "input" else [],
         lambda: message_pairs(attrs.get("ai.prompt")) if side == "input" else [],
         lambda: message_pairs(text),
-    ):
+    )
+    for pairs in finders:
         found = pairs()
         if found:
             return found

@@ -74,12 +74,14 @@ class NestedSpanTreeAdapter:
     description = "nested OTel span trees: {trace_id, spans: [span with child_spans]} (TRAIL export)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
+        """Whether the head is one JSON object with a `spans` list of nested span records."""
         first, keys = head_keys(head, record="top")
         return first == "{" and ":spans" in keys and bool(
             {"spans.item:child_spans", "spans.item:span_id"} & keys
         )
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
+        """Spans of the nested tree, flattened with their parent ids; bad records as quarantines."""
         source = str(path)
         trace_id: str | None = None
         n = lists = 0

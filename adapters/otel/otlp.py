@@ -17,7 +17,15 @@ from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_lines, limit_record
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.spanbuild import (
-    BadField, SpanParts, build_span, quarantine, read_attributes, read_events, read_id, read_status, read_time,
+    BadField,
+    SpanParts,
+    build_span,
+    quarantine,
+    read_attributes,
+    read_events,
+    read_id,
+    read_status,
+    read_time,
     require_id,
 )
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
@@ -135,7 +143,7 @@ def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]
                 yield otlp_span(raw, resource=resource, scope=scope, source=source, location=f"{sloc}.spans[{ki}]")
 
 
-def document_items(path: Path) -> Iterator[AdapterItem]:
+def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
     """Stream one OTLP/JSON document (or several concatenated) span by span."""
     source = str(path)
     ri = si = ki = -1
@@ -227,6 +235,7 @@ class OtlpJsonAdapter:
     description = "OTLP/JSON traces: one export request document, or one request per line (collector file exporter)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
+        """Whether `resourceSpans` (or `resourceLogs`, to be turned away) is a top-level key."""
         # The cheap test first; then make sure it is the top-level key, not text inside some other record.
         # OTLP logs are taken too, to be turned away with the setting that puts their content on spans.
         keys = head_keys(head, record="top")[1] if b'"resource' in head else ""
@@ -234,6 +243,7 @@ class OtlpJsonAdapter:
             (b'"resourceLogs"' in head and ":resourceLogs" in keys)
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
+        """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only file as one quarantine."""
         head = read_head(path)
         if b'"resourceLogs"' in head and b'"resourceSpans"' not in head:
             yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)

@@ -16,7 +16,14 @@ from datetime import datetime
 from typing import Any, Literal
 
 from agent_factory.adapters.otel.spanbuild import (
-    BadField, SpanParts, read_attributes, read_events, read_id, read_status, read_time, require_id,
+    BadField,
+    SpanParts,
+    read_attributes,
+    read_events,
+    read_id,
+    read_status,
+    read_time,
+    require_id,
 )
 from agent_factory.adapters.otel.timeutil import from_hrtime, from_unix_nanos, parse_instant, parse_iso_duration
 

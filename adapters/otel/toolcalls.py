@@ -10,7 +10,7 @@ own under the model call, marked `tool_span_source: llm_output`. Pure functions.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from agent_factory.adapters.model import COMPLETE_WITHOUT, Span, stable_id
@@ -73,7 +73,7 @@ def _from_messages(value: Any) -> list[dict[str, Any]]:
                               "arguments": _args_text(p.get("arguments", p.get("args", p.get("input"))))})
         for c in m.get("tool_calls") or []:
             if isinstance(c, Mapping):
-                fn = c.get("function") if isinstance(c.get("function"), Mapping) else c
+                fn = f if isinstance(f := c.get("function"), Mapping) else c
                 calls.append({"id": c.get("id"), "name": fn.get("name"), "arguments": _args_text(fn.get("arguments"))})
     return [c for c in calls if isinstance(c["name"], str) and c["name"]]
 
@@ -93,13 +93,14 @@ def output_tool_calls(span: Span) -> list[dict[str, Any]]:
     """The tool calls a model-call span's output asks for (`{"id", "name", "arguments"}`), first convention
     that has any: OpenInference indexed keys, GenAI output messages (current, deprecated), the output text."""
     attrs = span.attributes
-    for found in (
+    finders: tuple[Callable[[], list[dict[str, Any]]], ...] = (
         lambda: _from_openinference(attrs),
         lambda: _from_messages(attrs.get("gen_ai.output.messages")),
         lambda: _from_messages(attrs.get("gen_ai.completion")),
         lambda: _from_messages(attrs.get("output.value")),
         lambda: _from_messages(span.output),
-    ):
+    )
+    for found in finders:
         calls = found()
         if calls:
             return calls

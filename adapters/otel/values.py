@@ -81,28 +81,9 @@ def decode_any_value(value: Any, key: str) -> Any:
             raise AttributeValueError(key, f"boolValue must be true or false, got {raw!r}")
         return raw
     if kind == "intValue":
-        # proto3 JSON writes int64 as a decimal string; some exporters write a number.
-        if isinstance(raw, bool):
-            raise AttributeValueError(key, f"intValue must be an integer, got {raw!r}")
-        if isinstance(raw, int):
-            return raw
-        if isinstance(raw, float) and raw.is_integer():
-            return int(raw)
-        if isinstance(raw, str):
-            try:
-                return int(raw.strip())
-            except ValueError:
-                pass
-        raise AttributeValueError(key, f"intValue must be an integer, got {raw!r}")
+        return _int_value(raw, key)
     if kind == "doubleValue":
-        if isinstance(raw, int | float) and not isinstance(raw, bool):
-            return jsonable(float(raw))
-        if isinstance(raw, str):
-            try:
-                return jsonable(float(raw))  # proto3 JSON allows "NaN", "Infinity" and numeric strings
-            except ValueError:
-                pass
-        raise AttributeValueError(key, f"doubleValue must be a number, got {raw!r}")
+        return _double_value(raw, key)
     if kind == "bytesValue":
         if not isinstance(raw, str):
             raise AttributeValueError(key, f"bytesValue must be a base64 string, got {type(raw).__name__}")
@@ -116,6 +97,33 @@ def decode_any_value(value: Any, key: str) -> Any:
     if not isinstance(items, list):
         raise AttributeValueError(key, "kvlistValue must be an object with a `values` list")
     return decode_key_values(items, key)
+
+
+def _int_value(raw: Any, key: str) -> int:
+    # proto3 JSON writes int64 as a decimal string; some exporters write a number.
+    if isinstance(raw, bool):
+        raise AttributeValueError(key, f"intValue must be an integer, got {raw!r}")
+    if isinstance(raw, int):
+        return raw
+    if isinstance(raw, float) and raw.is_integer():
+        return int(raw)
+    if isinstance(raw, str):
+        try:
+            return int(raw.strip())
+        except ValueError:
+            pass
+    raise AttributeValueError(key, f"intValue must be an integer, got {raw!r}")
+
+
+def _double_value(raw: Any, key: str) -> Any:
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return jsonable(float(raw))
+    if isinstance(raw, str):
+        try:
+            return jsonable(float(raw))  # proto3 JSON allows "NaN", "Infinity" and numeric strings
+        except ValueError:
+            pass
+    raise AttributeValueError(key, f"doubleValue must be a number, got {raw!r}")
 
 
 def decode_key_values(items: Any, prefix: str = "") -> dict[str, Any]:

@@ -18,9 +18,27 @@ from agent_factory.evaluators.collect.backends import (
     call_model,
 )
 from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from agent_factory.evaluators.collect.cache import DatumCache, cache_key, call_key, rule_identity, unit_digest, version_digest
+from agent_factory.evaluators.collect.cache import (
+    DatumCache,
+    cache_key,
+    call_key,
+    rule_identity,
+    unit_digest,
+    version_digest,
+)
 from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.config import (
+    BudgetLimits,
+    ModelConfig,
+    ModelSpec,
+    RetryPolicy,
+    check_jury,
+    derive_family,
+    load_model_config,
+)
 from agent_factory.evaluators.collect.keys import CollectorKeys
+from agent_factory.evaluators.collect.project import ProjectedEvidence, ShownField, project
+from agent_factory.evaluators.collect.prompt import render_prompt, template_digest
 from agent_factory.evaluators.collect.reasons import (
     JURY_SPLIT,
     MODEL_ERROR,
@@ -31,17 +49,6 @@ from agent_factory.evaluators.collect.reasons import (
     is_transient,
     reason_category,
 )
-from agent_factory.evaluators.collect.config import (
-    BudgetLimits,
-    ModelConfig,
-    ModelSpec,
-    RetryPolicy,
-    check_jury,
-    derive_family,
-    load_model_config,
-)
-from agent_factory.evaluators.collect.project import ProjectedEvidence, ShownField, project
-from agent_factory.evaluators.collect.prompt import render_prompt, template_digest
 from agent_factory.evaluators.collect.redact import DefaultRedactor, Redaction, Redactor, load_redactor, redact_text
 from agent_factory.evaluators.collect.schema import ItemAnswer, build_sigma, locate_quote
 

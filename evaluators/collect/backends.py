@@ -21,18 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from agent_factory.errors import CollectionError
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.config import ModelSpec, RetryPolicy
 from agent_factory.evaluators.collect.schema import json_schema
-from pydantic import BaseModel, ValidationError
-from tenacity import (
-    AsyncRetrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential_jitter,
-)
-
-from agent_factory.errors import CollectionError
 
 # Never fetch litellm's cost map from the network; the copy shipped with litellm is used.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -69,7 +64,8 @@ class Backend(Protocol):
 
     spec: ModelSpec
 
-    async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply: ...
+    async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One model call for `prompt` whose answer must validate against `sigma`."""
 
 
 @dataclass
@@ -127,6 +123,7 @@ class LitellmBackend:
             return 0.0
 
     async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One litellm completion constrained to `sigma`'s JSON schema."""
         litellm = _litellm()
         kwargs: dict[str, Any] = {
             "model": self.spec.model,
@@ -190,6 +187,7 @@ class PydanticAIBackend:
         return self._agents[sigma]
 
     async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
+        """One pydantic-ai run whose output type is `sigma`."""
         from pydantic_ai import exceptions as px
 
         transient = tuple(

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent_factory.evaluators.collect.config import BudgetLimits
-
 from agent_factory.errors import CollectionError
+from agent_factory.evaluators.collect.config import BudgetLimits
 
 BUDGET_EXHAUSTED = "budget exhausted"
 """The reason of every item left uncollected because the budget ran out."""
@@ -32,6 +31,7 @@ class Budget:
 
     @classmethod
     def unlimited(cls) -> Budget:
+        """A budget with no ceiling."""
         return cls(BudgetLimits())
 
     def exhausted_by(self) -> str | None:
@@ -47,6 +47,7 @@ class Budget:
 
     @property
     def exhausted(self) -> bool:
+        """Whether a ceiling is reached."""
         return self.exhausted_by() is not None
 
     def reserve(self) -> None:

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import diskcache
+
+from agent_factory.digest import canonical_json
 from agent_factory.evaluators.core.model import AtomicDatum
 from agent_factory.evaluators.core.registry import EngagementView, SpanView, get_rule
 from agent_factory.evaluators.core.source import function_digest, module_digest
-
-from agent_factory.digest import canonical_json
 
 _DATUM = "d:"
 _ANSWER = "a:"
@@ -37,6 +37,7 @@ def _canonical(value: object) -> bytes:
 
 
 def sha256(data: bytes | str) -> str:
+    """Hex sha256 of bytes, or of a string's UTF-8 (lone surrogates kept)."""
     return hashlib.sha256(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data).hexdigest()
 
 
@@ -136,6 +137,7 @@ class DatumCache:
             self._disk.set(key, value)
 
     def get_datum(self, key: str) -> AtomicDatum | None:
+        """The datum stored under `key`, or None."""
         raw = self._get(_DATUM + key)
         return AtomicDatum.model_validate_json(raw) if raw is not None else None
 
@@ -155,16 +157,19 @@ class DatumCache:
                 self.put_datum(datum)
 
     def get_answer(self, key: str) -> dict[str, Any] | None:
+        """The raw model answer stored under `key`, or None."""
         raw = self._get(_ANSWER + key)
         return json.loads(raw) if raw is not None else None
 
     def put_answer(self, key: str, answer: Mapping[str, Any]) -> None:
+        """Store a raw model answer under `key`."""
         self._set(_ANSWER + key, json.dumps(dict(answer), ensure_ascii=False))
 
     def __len__(self) -> int:
         return len(self._disk) if self._disk is not None else 0
 
     def close(self) -> None:
+        """Close the disk cache (a no-op for the in-memory one)."""
         if self._disk is not None:
             self._disk.close()
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.model import EvidencePointer
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.backends import (
     Backend,
     BackendFactory,
@@ -33,17 +34,8 @@ from agent_factory.evaluators.collect.backends import (
     backend_for,
     call_model,
 )
-from agent_factory.evaluators.collect.budget import (
-    BUDGET_EXHAUSTED,
-    Budget,
-    BudgetExhausted,
-)
-from agent_factory.evaluators.collect.cache import (
-    DatumCache,
-    call_key,
-    context_digest,
-    unit_digest,
-)
+from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
+from agent_factory.evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, check_jury
 from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.project import ProjectedEvidence, project
@@ -62,29 +54,10 @@ from agent_factory.evaluators.collect.reasons import (
     reason_category,
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor
-from agent_factory.evaluators.collect.schema import (
-    QUOTE_NOT_FOUND,
-    ItemAnswer,
-    build_sigma,
-    json_schema,
-    locate_quote,
-)
-from agent_factory.evaluators.core.model import (
-    AtomicDatum,
-    DataDefinition,
-    Layer,
-    Tier,
-    Value,
-)
-from agent_factory.evaluators.core.registry import (
-    EngagementView,
-    RuleAnswer,
-    RuleContext,
-    get_rule,
-)
+from agent_factory.evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
+from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
+from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
 from agent_factory.knowledge_packs import KnowledgePack
-
-from agent_factory.errors import SpecError
 
 
 @dataclass(frozen=True)
@@ -166,10 +139,12 @@ class Cascade:
 
     @property
     def tokens(self) -> int:
+        """Tokens the model calls reported."""
         return self._calls.tokens
 
     @property
     def cost_usd(self) -> float:
+        """What the model calls cost, as litellm prices them."""
         return self._calls.cost_usd
 
     @property
@@ -284,15 +259,15 @@ class Cascade:
                 continue
             ident = self.keys.rule_identity(name)
             try:
-                answer = get_rule(name)(unit, ctx)
+                # A plain tuple is taken too: a third-party rule may return one.
+                raw: RuleAnswer | tuple[Any, ...] = get_rule(name)(unit, ctx)
             except SpecError:
                 raise
             except Exception as e:  # noqa: BLE001 - one unit's crash must not end the run; it is recorded
                 msg = " ".join(str(e).split())[:200]
                 return AtomicDatum(**base, value="uncollected", collector=ident,
                                    reason=f"{RULE_ERROR}: {name}: {type(e).__name__}: {msg}")
-            if not isinstance(answer, RuleAnswer):
-                answer = RuleAnswer(*answer)
+            answer = raw if isinstance(raw, RuleAnswer) else RuleAnswer(*raw)
             if gate:
                 if answer.value in ("no", "not_applicable"):
                     return AtomicDatum(**base, value="not_applicable", collector=ident, key=key,

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agent_factory.evaluators.core.model import CascadeConfig
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.core.model import CascadeConfig
 from agent_factory.frozen import Frozen
 
 CONFIG_FILE = "agent-factory.toml"
@@ -186,6 +186,7 @@ class ModelConfig(Frozen):
 
     @property
     def has_models(self) -> bool:
+        """Whether any model tier (small model or jury) is configured."""
         return self.small is not None or bool(self.jury)
 
     def cascade_config(self) -> CascadeConfig:
@@ -203,6 +204,52 @@ def _spec_from(value: Any, where: str) -> dict[str, Any]:
     if isinstance(value, Mapping):
         return dict(value)
     raise SpecError(f"{where}: expected a model string or a table with `model`, got {value!r}")
+
+
+def _read_config(path: Path | None, env: Mapping[str, str]) -> tuple[str, dict[str, Any]]:
+    """(the name errors give, the tables): of `path`, else `$AGENT_FACTORY_CONFIG`, else `./agent-factory.toml`."""
+    if path is None:
+        named = env.get(ENV_CONFIG)
+        path = Path(named) if named else (Path.cwd() / CONFIG_FILE)
+        if not named and not path.exists():
+            return "environment", {}
+    try:
+        return str(path), tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SpecError(f"{path}: cannot read TOML: {e}") from None
+
+
+def _models_section(models: Mapping[str, Any], source: str) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    if "small" in models:
+        raw["small"] = _spec_from(models["small"], f"{source}: models.small")
+    if "jury" in models:
+        jury = models["jury"]
+        if not isinstance(jury, list):
+            raise SpecError(f"{source}: models.jury must be a list of models")
+        raw["jury"] = [_spec_from(m, f"{source}: models.jury.{i}") for i, m in enumerate(jury)]
+    if "escalate_below" in models:
+        raw["escalate_below"] = models["escalate_below"]
+    unknown = set(models) - {"small", "jury", "escalate_below"}
+    if unknown:
+        raise SpecError(f"{source}: models: unknown keys {sorted(unknown)}; valid: escalate_below, jury, small")
+    return raw
+
+
+def _collect_section(collect: Mapping[str, Any], source: str) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    retry: dict[str, Any] = {}
+    for key, target in (("retries", "attempts"), ("retry_initial_wait_s", "initial_wait_s"),
+                        ("retry_max_wait_s", "max_wait_s")):
+        if key in collect:
+            retry[target] = collect[key]
+    raw["retry"] = retry
+    if "concurrency" in collect:
+        raw["concurrency"] = collect["concurrency"]
+    unknown = set(collect) - {"concurrency", "retries", "retry_initial_wait_s", "retry_max_wait_s"}
+    if unknown:
+        raise SpecError(f"{source}: collect: unknown keys {sorted(unknown)}")
+    return raw
 
 
 def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.environ) -> ModelConfig:
@@ -227,18 +274,7 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
 
     Errors are `SpecError`s naming the file and the field.
     """
-    if path is None:
-        named = env.get(ENV_CONFIG)
-        path = Path(named) if named else (Path.cwd() / CONFIG_FILE)
-        if not named and not path.exists():
-            path = None
-    data: dict[str, Any] = {}
-    source = str(path) if path is not None else "environment"
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise SpecError(f"{path}: cannot read TOML: {e}") from None
+    source, data = _read_config(path, env)
     models = data.get("models", {})
     budget = data.get("budget", {})
     collect = data.get("collect", {})
@@ -246,31 +282,9 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
     for name, section in (("models", models), ("budget", budget), ("collect", collect), ("privacy", privacy)):
         if not isinstance(section, Mapping):
             raise SpecError(f"{source}: [{name}] must be a table")
-    raw: dict[str, Any] = {}
-    if "small" in models:
-        raw["small"] = _spec_from(models["small"], f"{source}: models.small")
-    if "jury" in models:
-        jury = models["jury"]
-        if not isinstance(jury, list):
-            raise SpecError(f"{source}: models.jury must be a list of models")
-        raw["jury"] = [_spec_from(m, f"{source}: models.jury.{i}") for i, m in enumerate(jury)]
-    if "escalate_below" in models:
-        raw["escalate_below"] = models["escalate_below"]
-    unknown = set(models) - {"small", "jury", "escalate_below"}
-    if unknown:
-        raise SpecError(f"{source}: models: unknown keys {sorted(unknown)}; valid: escalate_below, jury, small")
+    raw = _models_section(models, source)
     raw["budget"] = dict(budget)
-    retry: dict[str, Any] = {}
-    for key, target in (("retries", "attempts"), ("retry_initial_wait_s", "initial_wait_s"),
-                        ("retry_max_wait_s", "max_wait_s")):
-        if key in collect:
-            retry[target] = collect[key]
-    raw["retry"] = retry
-    if "concurrency" in collect:
-        raw["concurrency"] = collect["concurrency"]
-    unknown = set(collect) - {"concurrency", "retries", "retry_initial_wait_s", "retry_max_wait_s"}
-    if unknown:
-        raise SpecError(f"{source}: collect: unknown keys {sorted(unknown)}")
+    raw.update(_collect_section(collect, source))
     if "redactor" in privacy:
         raw["redactor"] = privacy["redactor"]
 

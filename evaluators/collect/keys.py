@@ -76,12 +76,14 @@ class CollectorKeys:
         }
 
     def model_key(self, d: DataDefinition, evidence: ProjectedEvidence, ranges: Sequence[EvidencePointer]) -> str:
+        """Cache key of a model-tier datum: v with the shown evidence and its flagged ranges."""
         shown = {(f.unit_id, f.field) for f in evidence.fields}
         flags = sorted((p.unit_id, p.field, p.start, p.end) for p in ranges if (p.unit_id, p.field) in shown)
         v = self._v("model", d, None, lambda: self._model_parts(d))
         return cache_key(v, sha256(evidence.digest() + repr(flags)))
 
     def rule_key(self, d: DataDefinition, pack: KnowledgePack, unit_digest: str) -> str:
+        """Cache key of a rule-tier datum: v with the unit's digest."""
         return cache_key(self._v("rule", d, pack, lambda: self._rule_parts(d, pack)), unit_digest)
 
     def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
@@ -112,6 +114,7 @@ class CollectorKeys:
         return ident
 
     def rule_identity(self, name: str) -> CollectorIdentity:
+        """The collector identity of rule `name` (its version from the rule's source)."""
         ident = self._identities.get(f"rule:{name}")
         if ident is None:
             ident = CollectorIdentity(tier="rule", name=name, version=rule_identity(name)[0])

@@ -19,10 +19,9 @@ import json
 from collections.abc import Iterable
 
 from agent_factory.adapters.model import Conversation, Turn
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.core.model import Layer, Projection
 from agent_factory.evaluators.core.registry import EngagementView, SpanView
-
-from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -54,10 +53,12 @@ class ShownField(Frozen):
 
     @property
     def original_chars(self) -> int:
+        """Length of the field's original text."""
         return len(self.text)
 
     @property
     def shown_chars(self) -> int:
+        """Characters shown of the original text."""
         return sum(b - a for a, b in self.shown)
 
 
@@ -73,10 +74,12 @@ class ProjectedEvidence(Frozen):
 
     @property
     def original_chars(self) -> int:
+        """Characters of the original fields."""
         return sum(f.original_chars for f in self.fields)
 
     @property
     def shown_chars(self) -> int:
+        """Characters shown of the original fields."""
         return sum(f.shown_chars for f in self.fields)
 
     @property
@@ -160,7 +163,9 @@ def unit_id_of(unit: object) -> str:
         return unit.span.id
     if isinstance(unit, EngagementView):
         return unit.engagement.id
-    return str(getattr(unit, "id"))
+    if isinstance(unit, Turn | Conversation):
+        return unit.id
+    raise SpecError(f"expected a span view, turn, conversation or engagement view, got {type(unit).__name__}")
 
 
 def project(unit: object, layer: Layer, projection: Projection) -> ProjectedEvidence:

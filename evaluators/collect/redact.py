@@ -42,7 +42,8 @@ class Redactor(Protocol):
     version: str
     """Changes whenever what it finds changes (enters cache keys)."""
 
-    def find(self, text: str) -> Sequence[Redaction]: ...
+    def find(self, text: str) -> Sequence[Redaction]:
+        """The ranges of `text` to hide, with their placeholders."""
 
 
 def luhn_ok(digits: str) -> bool:
@@ -124,6 +125,7 @@ class DefaultRedactor:
     version = VERSION
 
     def find(self, text: str) -> list[Redaction]:
+        """Secrets in `text` (keys, secrets, emails, IBANs, Chinese ids, cards, phones), non-overlapping, in order."""
         found: list[Redaction] = []
         if not text:
             return found
@@ -157,6 +159,7 @@ class DefaultRedactor:
         return found
 
     def redact(self, text: str) -> str:
+        """`text` with what `find` finds replaced by placeholders."""
         return redact_text(text, self)
 
 

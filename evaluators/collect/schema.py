@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.core.model import DataDefinition
-from pydantic import BaseModel, ConfigDict, Field, create_model
-
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -47,7 +47,7 @@ def _sigma(items: tuple[tuple[str, str], ...]) -> type[BaseModel]:
         f"q{i}": (ItemAnswer, Field(alias=item_id, description=question))
         for i, (item_id, question) in enumerate(items)
     }
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "Checklist",
         __config__=ConfigDict(frozen=True, extra="forbid", populate_by_name=True),
         __doc__="Answers to the checklist, one per item id.",

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from agent_factory.adapters.model import EvidencePointer, stable_id
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from agent_factory.adapters.model import EvidencePointer, stable_id
 from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
 

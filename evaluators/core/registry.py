@@ -13,25 +13,11 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from agent_factory.adapters.model import (
-    Conversation,
-    Engagement,
-    EvidencePointer,
-    Span,
-    Turn,
-    stable_id,
-)
-from agent_factory.evaluators.core.model import (
-    Component,
-    DataDefinition,
-    Layer,
-    Result,
-    Value,
-)
+from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn, stable_id
+from agent_factory.errors import UnknownNameError
+from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
-
-from agent_factory.errors import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -86,7 +72,7 @@ class UnitRow(NamedTuple):
     layer: Layer
     user_id: str | None
     conversation_id: str | None
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index: renamed with the registry rewrite (review A.9)
     start: float | None
     """Epoch seconds."""
     end: float | None

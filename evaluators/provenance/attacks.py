@@ -17,9 +17,8 @@ from __future__ import annotations
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.prefilter import Prefilter
-from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
 
 VERSION = f"2+norm{_norm.VERSION}+decode{_norm.DECODE_VERSION}"
 """Version of the injection scan, including the text normalization and decoding it matches on."""

@@ -11,8 +11,8 @@ What a complete record is depends on the format, so the adapter says it: a unit'
 attribute (`adapters.model.COMPLETE_WITHOUT`) lists the fields it may lack and still be whole (an assistant
 message that only calls tools has no text output). A turn whose delivery is `handed_off`, `closing` or a failure
 with no reply expects no answer; an answer cut by the model (`finish_reason=length`) is flagged `truncated` but
-is a complete record of what was delivered. A request or answer taken from a model call rather than the root span names its source. Every
-incomplete field carries the pointer to its gap.
+is a complete record of what was delivered. A request or answer taken from a model call rather than the root span
+names its source. Every incomplete field carries the pointer to its gap.
 """
 
 from __future__ import annotations
@@ -20,21 +20,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from agent_factory.adapters.assemble import (
-    ANSWER_SOURCE,
-    ANSWER_SPAN,
-    REQUEST_SOURCE,
-    REQUEST_SPAN,
-    TRUNCATION_FINISH,
-)
+from pydantic import Field
+
+from agent_factory.adapters.assemble import ANSWER_SOURCE, ANSWER_SPAN, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH
 from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.segments import lookup
-from agent_factory.knowledge_packs import KnowledgePack
-from pydantic import Field
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = f"4+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""

@@ -1,11 +1,11 @@
-"""What a regex needs of a text before it can match there: required literals and possible first characters.
+r"""What a regex needs of a text before it can match there: required literals and possible first characters.
 
 Two analyses of a case-insensitive regex, read from the standard library's parser (`re._parser`, private but
 stable since Python 3.11; without it, both answer "unknown" and callers fall back to plain matching):
 
 - `required_literals`: for each top-level alternative, sets of lower-case strings such that every match holds
   one string of each set (a positive lookaround's content counts too: it must be in the text). Boundary marks
-  (`B`) inside a string say where a `\\b` must hold. Sets made of very common words or of one- or
+  (`B`) inside a string say where a `\b` must hold. Sets made of very common words or of one- or
   two-letter strings are left out: they would not tell texts apart.
 - `first_chars`: the characters a match can start with (None when any could).
 
@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 try:
-    from re import _constants as _C  # type: ignore[attr-defined]
-    from re import _parser as _P  # type: ignore[attr-defined]
+    from re import _constants as _C  # type: ignore[attr-defined]  # private: typeshed has no stub
+    from re import _parser as _P  # type: ignore[attr-defined]  # private: typeshed has no stub
 except ImportError:  # pragma: no cover - another Python
     _C = _P = None
 
@@ -70,7 +71,7 @@ def _score(s: frozenset[str]) -> tuple[bool, int, int, int]:
 
 @lru_cache(maxsize=65536)
 def _useful(s: _Set) -> bool:
-    return bool(s) and min(len(raw(x)) for x in s) >= 2  # type: ignore[union-attr]
+    return s is not None and len(s) > 0 and min(len(raw(x)) for x in s) >= 2
 
 
 @lru_cache(maxsize=65536)
@@ -80,7 +81,7 @@ def _selective(s: frozenset[str]) -> bool:
 
 def _best(a: _Set, b: _Set) -> _Set:
     cands = [x for x in (a, b) if _useful(x)]
-    return max(cands, key=_score) if cands else None  # type: ignore[arg-type]
+    return max(cands, key=_score) if cands else None
 
 
 def _product(a: frozenset[str], b: frozenset[str]) -> _Set:
@@ -89,11 +90,12 @@ def _product(a: frozenset[str], b: frozenset[str]) -> _Set:
     return frozenset((x + y).replace(B + B, B) for x in a for y in b)
 
 
-def _sets(items: object) -> tuple[_Set, list[frozenset[str]]]:
+def _sets(items: Any) -> tuple[_Set, list[frozenset[str]]]:
     """Of a sequence: every string it can match (or None), and literal sets each of which any match meets."""
     sets: list[frozenset[str]] = []
-    run, whole = _EMPTY, _EMPTY
-    for item in items:  # type: ignore[attr-defined]
+    run: frozenset[str] = _EMPTY
+    whole: _Set = _EMPTY
+    for item in items:
         exact, need = _item(item)
         if need is not None and _useful(need):
             sets.append(need)
@@ -113,25 +115,25 @@ def _sets(items: object) -> tuple[_Set, list[frozenset[str]]]:
     return whole, sets
 
 
-def _seq(items: object) -> tuple[_Set, _Set]:
+def _seq(items: Any) -> tuple[_Set, _Set]:
     exact, sets = _sets(items)
     return exact, (max(sets, key=_score) if sets else None)
 
 
-def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:
+def _item(item: tuple[Any, Any]) -> tuple[_Set, _Set]:  # noqa: C901 - one branch per regex parser opcode
     """(exact, need) of one parsed item."""
     op, av = item
     if op is _C.LITERAL:
-        return frozenset({chr(av).lower()}), None  # type: ignore[arg-type]
+        return frozenset({chr(av).lower()}), None
     if op is _C.AT and av is _C.AT_BOUNDARY:
         return _BOUNDARY, None
     if op in (_C.AT, _C.ASSERT_NOT):
         return _EMPTY, None
     if op is _C.ASSERT:
-        return _EMPTY, _seq(av[1])[1]  # type: ignore[index]
+        return _EMPTY, _seq(av[1])[1]
     if op is _C.IN:
         chars: set[str] = set()
-        for sop, sav in av:  # type: ignore[attr-defined]
+        for sop, sav in av:
             if sop is _C.LITERAL:
                 chars.add(chr(sav).lower())
             elif sop is _C.RANGE and sav[1] - sav[0] < 16:
@@ -140,20 +142,20 @@ def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:
                 return None, None
         return (frozenset(chars), None) if len(chars) <= _CAP else (None, None)
     if op is _C.BRANCH:
-        parts = [_seq(alt) for alt in av[1]]  # type: ignore[index]
+        parts = [_seq(alt) for alt in av[1]]
         exact: _Set = None
         if all(e is not None for e, _ in parts):
-            merged = frozenset().union(*(e for e, _ in parts))  # type: ignore[misc]
+            merged = frozenset[str]().union(*(e for e, _ in parts if e is not None))
             exact = merged if len(merged) <= _CAP else None
         needs = [_best(e, n) for e, n in parts]
-        need = frozenset().union(*needs) if all(needs) else None  # type: ignore[misc]
+        need = frozenset[str]().union(*(n for n in needs if n is not None)) if all(needs) else None
         return exact, need
     if op is _C.SUBPATTERN:
-        return _seq(av[3])  # type: ignore[index]
+        return _seq(av[3])
     if op is _C.ATOMIC_GROUP:
         return _seq(av)
     if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
-        lo, hi, sub = av  # type: ignore[misc]
+        lo, hi, sub = av
         exact, need = _seq(sub)
         if lo == 0:
             return (exact | {""} if exact is not None and hi == 1 else None), None
@@ -163,20 +165,20 @@ def _item(item: tuple[object, object]) -> tuple[_Set, _Set]:
     return None, None
 
 
-def _conjunction(items: list[tuple[object, object]]) -> tuple[frozenset[str], ...]:
+def _conjunction(items: list[tuple[Any, Any]]) -> tuple[frozenset[str], ...]:
     """The most selective set (the anchor), then up to three small ones (cheap to check)."""
     _, sets = _sets(items)
     ranked = sorted({x for x in sets if _selective(x)}, key=_score, reverse=True)
     return tuple(ranked[:1] + [x for x in ranked[1:] if len(x) <= 32][:3])
 
 
-def _alternatives(items: list[tuple[object, object]]) -> list[tuple[frozenset[str], ...]] | None:
+def _alternatives(items: list[tuple[Any, Any]]) -> list[tuple[frozenset[str], ...]] | None:
     while len(items) == 1 and items[0][0] is _C.SUBPATTERN:  # a group around the whole pattern
-        items = list(items[0][1][3])  # type: ignore[index]
+        items = list(items[0][1][3])
     # The parser moves a prefix common to all alternatives (such as `\b`) out of the branch, leaving the branch
     # last: it is put back into each.
     if items and items[-1][0] is _C.BRANCH and all(op in (_C.AT, _C.ASSERT, _C.ASSERT_NOT) for op, _ in items[:-1]):
-        conjs = [_conjunction(items[:-1] + list(alt)) for alt in items[-1][1][1]]  # type: ignore[index]
+        conjs = [_conjunction(items[:-1] + list(alt)) for alt in items[-1][1][1]]
         return conjs if any(conjs) else None
     conj = _conjunction(items)
     return [conj] if conj else None
@@ -201,10 +203,10 @@ def required_literals(pattern: str) -> Needs | None:
 # ---- first characters ----------------------------------------------------------------------------------
 
 
-def _firsts(items: object) -> tuple[set[str] | None, bool]:
+def _firsts(items: Any) -> tuple[set[str] | None, bool]:
     """(characters a match of the sequence can start with, or None for any; whether it can be empty)."""
     out: set[str] = set()
-    for item in items:  # type: ignore[attr-defined]
+    for item in items:
         chars, empty = _first_of(item)
         if chars is None:
             return None, False
@@ -214,15 +216,15 @@ def _firsts(items: object) -> tuple[set[str] | None, bool]:
     return out, True
 
 
-def _first_of(item: tuple[object, object]) -> tuple[set[str] | None, bool]:
+def _first_of(item: tuple[Any, Any]) -> tuple[set[str] | None, bool]:
     op, av = item
     if op is _C.LITERAL:
-        return {chr(av)}, False  # type: ignore[arg-type]
+        return {chr(av)}, False
     if op in (_C.AT, _C.ASSERT, _C.ASSERT_NOT):
         return set(), True
     if op is _C.IN:
         chars: set[str] = set()
-        for sop, sav in av:  # type: ignore[attr-defined]
+        for sop, sav in av:
             if sop is _C.LITERAL:
                 chars.add(chr(sav))
             elif sop is _C.RANGE and sav[1] - sav[0] < 256:
@@ -235,20 +237,20 @@ def _first_of(item: tuple[object, object]) -> tuple[set[str] | None, bool]:
     if op is _C.BRANCH:
         out: set[str] = set()
         empty = False
-        for alt in av[1]:  # type: ignore[index]
-            chars, e = _firsts(alt)
-            if chars is None:
+        for alt in av[1]:
+            alt_chars, e = _firsts(alt)
+            if alt_chars is None:
                 return None, False
-            out |= chars
+            out |= alt_chars
             empty = empty or e
         return out, empty
     if op is _C.SUBPATTERN:
-        return _firsts(av[3])  # type: ignore[index]
+        return _firsts(av[3])
     if op is _C.ATOMIC_GROUP:
         return _firsts(av)
     if op in (_C.MAX_REPEAT, _C.MIN_REPEAT, _C.POSSESSIVE_REPEAT):
-        chars, e = _firsts(av[2])  # type: ignore[index]
-        return chars, e or av[0] == 0  # type: ignore[index]
+        sub_chars, e = _firsts(av[2])
+        return sub_chars, e or av[0] == 0
     return None, False
 
 

@@ -1,13 +1,13 @@
-"""Text normalization for lexicon matching, keeping a map back to the original characters.
+r"""Text normalization for lexicon matching, keeping a map back to the original characters.
 
 Patterns are matched on normalized text so that variants an attacker (or a keyboard) produces do not slip
 through: NFKC folds full-width letters and punctuation to ASCII (`ＩＧＮＯＲＥ` -> `IGNORE`, `，` -> `,`);
 zero-width and other format characters are dropped; whitespace between two CJK characters is dropped so that
-Chinese patterns need no `\\s*` between every character. Evidence must cite the original text, so every
+Chinese patterns need no `\s*` between every character. Evidence must cite the original text, so every
 rewrite records which original characters each normalized character came from.
 
 `normalize(text, decode=True)` first undoes the encodings text takes on its way through tools and pages, for
-the injection scan: JSON string escapes (`\\u5ffd\\u7565` -> `忽略`, `\\n`, `\\"`; nested JSON is decoded again),
+the injection scan: JSON string escapes (`\u5ffd\u7565` -> `忽略`, `\n`, `\"`; nested JSON is decoded again),
 HTML character references (`&lt;/transcript&gt;`), Unicode tag characters (invisible ASCII look-alikes, made
 visible), Markdown emphasis and code marks (`**ignore**`), and Cyrillic or Greek letters that look Latin; and
 it keeps line breaks between CJK characters, since patterns read lines ("系统：" at the start of one).

@@ -1,4 +1,4 @@
-"""Where a set of case-insensitive regexes can match in a text, found cheaply: the injection scan's prefilter.
+r"""Where a set of case-insensitive regexes can match in a text, found cheaply: the injection scan's prefilter.
 
 The scan runs every injection pattern on every text of real traffic (requests, answers, tool results, whole
 prompts of 100,000 characters), and Python's `re` is slow on case-insensitive patterns: it tries each pattern
@@ -10,7 +10,7 @@ at every position. `Prefilter` avoids most of that work, without changing any re
   `WINDOW_MIN` characters, whose other sets are absent) is not tried.
 - Windows. In a longer text an alternative is tried only within `BEFORE` / `AFTER` characters of its
   anchors, since each match holds its anchor (or, for a lookaround's anchor, lies within its reach).
-- First characters. Each alternative is compiled as `(?-i:[F])(?<=(?=(P))[\\s\\S])`: a case-sensitive class
+- First characters. Each alternative is compiled as `(?-i:[F])(?<=(?=(P))[\s\S])`: a case-sensitive class
   of the characters a match can start with (`literals.first_chars`), which `re` can skip to quickly, then
   the alternative itself, captured, from that character.
 
@@ -133,16 +133,20 @@ def _alternatives(pattern: str) -> list[_Alt]:
     return [_Alt(part, needs) for part in parts]
 
 
+_Trie = dict[str, "_Trie"]
+"""A character trie: each character maps to the trie of what may follow it; `""` marks a word's end."""
+
+
 def _trie_regex(words: set[str]) -> str:
     """A regex matching any of `words`, longest first, branching one character at a time (fast in `re`)."""
-    root: dict[str, dict] = {}
+    root: _Trie = {}
     for w in words:
         node = root
         for ch in w:
             node = node.setdefault(ch, {})
         node[""] = {}
 
-    def emit(node: dict[str, dict]) -> str:
+    def emit(node: _Trie) -> str:
         alts = [re.escape(ch) + emit(sub) for ch, sub in sorted(node.items()) if ch]
         if not alts:
             return ""

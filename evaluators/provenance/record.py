@@ -16,9 +16,8 @@ from agent_factory.evaluators.provenance.coverage import Coverage, coverage
 from agent_factory.evaluators.provenance.endings import VERSION as ENDINGS_VERSION
 from agent_factory.evaluators.provenance.segments import VERSION as SEGMENTS_VERSION
 from agent_factory.evaluators.provenance.segments import SegmentResult, segment_turn
-from agent_factory.knowledge_packs import KnowledgePack
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = (f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
            f"endings={ENDINGS_VERSION}")

@@ -11,14 +11,8 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from agent_factory.adapters.model import EvidencePointer, Turn
-from agent_factory.knowledge_packs import (
-    REAL_SEGMENT,
-    KnowledgePack,
-    SegmentRule,
-    compile_pattern,
-)
-
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack, SegmentRule, compile_pattern
 
 VERSION = "1"
 """Version of the segmentation logic (the rules themselves are versioned with the pack)."""

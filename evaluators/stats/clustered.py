@@ -15,11 +15,11 @@ import math
 from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
-from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
 from pydantic import Field
 from scipy import stats
 
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
+from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -54,7 +54,7 @@ def _rng(seed: int | np.random.Generator) -> np.random.Generator:
     return seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
 
 
-def _flat(name: str, raw: Sequence[float]) -> np.ndarray:
+def _flat(name: str, raw: Sequence[float] | np.ndarray) -> np.ndarray:
     arr = np.asarray(list(raw), dtype=float)
     if arr.ndim != 1 or not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be a flat sequence of finite numbers")
@@ -117,7 +117,9 @@ def cluster_bootstrap_ci(
     return Estimate(low=float(low), high=float(high), **common)
 
 
-def cluster_ratio_se(numerators: Sequence[float], denominators: Sequence[float]) -> ClusterRatio:
+def cluster_ratio_se(
+    numerators: Sequence[float] | np.ndarray, denominators: Sequence[float] | np.ndarray
+) -> ClusterRatio:
     """Ratio sum(y) / sum(x) over clusters and its delta-method standard error.
 
     `numerators[g]` and `denominators[g]` are y_g and x_g already summed within cluster g (e.g. failed turns

@@ -10,10 +10,10 @@ import math
 from numbers import Integral
 from typing import Literal
 
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from pydantic import Field
 from scipy import stats
 
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -21,7 +21,7 @@ VERSION = "1"
 ProportionMethod = Literal["wilson", "clopper_pearson"]
 """`wilson`: score interval, good coverage at small n; `clopper_pearson`: exact, conservative."""
 
-_SCIPY_METHOD: dict[str, str] = {"wilson": "wilson", "clopper_pearson": "exact"}
+_SCIPY_METHOD: dict[str, Literal["wilson", "exact"]] = {"wilson": "wilson", "clopper_pearson": "exact"}
 
 
 class ProportionTest(Frozen):
@@ -53,7 +53,7 @@ class ProportionTest(Frozen):
     """Why z is missing, when it is."""
 
 
-def check_count(successes: int, n: int) -> tuple[int, int]:
+def check_count(successes: object, n: object) -> tuple[int, int]:
     """Both counts as plain ints; ValueError unless they are integers with 0 <= successes <= n."""
     if not isinstance(successes, Integral) or not isinstance(n, Integral):
         raise ValueError(f"successes and n must be integers, got {successes!r}, {n!r}")

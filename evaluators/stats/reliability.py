@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from pydantic import Field
 from scipy import stats
 
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -188,7 +188,7 @@ def variance_components(scores: Sequence[Sequence[float]] | np.ndarray) -> Varia
         unit_variance=unit,
         rater_variance=rater,
         residual_variance=residual,
-        truncated=truncated,  # type: ignore[arg-type]
+        truncated=truncated,
         n_units=a.n_units,
         n_raters=a.n_raters,
     )

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from numbers import Integral
 
 import numpy as np
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from pydantic import Field
 from scipy import stats
 
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -83,9 +83,10 @@ def stratified_mean(
     summaries: list[StratumSummary] = []
     arrays: dict[str, np.ndarray] = {}
     for name in sorted(population_by_stratum):
-        big_n = population_by_stratum[name]
-        if not isinstance(big_n, Integral) or big_n < 0:
-            raise ValueError(f"stratum {name!r}: population must be a non-negative integer, got {big_n!r}")
+        raw_n: object = population_by_stratum[name]  # checked: callers may pass floats or numpy values
+        if not isinstance(raw_n, Integral) or raw_n < 0:
+            raise ValueError(f"stratum {name!r}: population must be a non-negative integer, got {raw_n!r}")
+        big_n = int(raw_n)
         arr = _values(name, values_by_stratum.get(name, ()))
         n_h = int(arr.size)
         if n_h > big_n:
@@ -94,7 +95,7 @@ def stratified_mean(
         summaries.append(
             StratumSummary(
                 name=name,
-                population=int(big_n),
+                population=big_n,
                 sampled=n_h,
                 mean=float(arr.mean()) if n_h else None,
                 variance=float(arr.var(ddof=1)) if n_h >= 2 else None,
@@ -122,7 +123,7 @@ def stratified_mean(
         notes.insert(0, "no sampled unit in any stratum: the mean is undefined")
         return StratifiedEstimate(value=None, low=None, high=None, note="; ".join(notes), **common)
 
-    value = sum(s.population * s.mean for s in sampled) / covered  # type: ignore[operator]
+    value = sum(s.population * s.mean for s in sampled if s.mean is not None) / covered  # sampled: all have one
     variance = 0.0
     single = []
     for s in sampled:

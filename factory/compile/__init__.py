@@ -1,5 +1,6 @@
 """The spec compiler: a role spec (system prompt) -> clauses -> a reviewable evaluator suite on disk.
 
+Example:
     spec = compile_spec(Path("specs/airline_en.md").read_text(), source="airline_en.md")
     report = build_suite(Path("specs/airline_en.md"), pack="default", out=Path("suite"))
 """

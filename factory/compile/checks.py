@@ -28,15 +28,23 @@ from agent_factory.factory.compile.detect import (
 )
 from agent_factory.factory.compile.parse import Lang, Sentence
 from agent_factory.factory.compile.patterns import MINIMUM, Form, limits
-from agent_factory.knowledge_packs.model import ClauseCondition, ClauseLayer
+from agent_factory.knowledge_packs.model import (
+    ClauseCondition,
+    ClauseLayer,
+    CollectorTier,
+    ConditionField,
+    LexiconCategory,
+    RuleParam,
+)
 
-MODEL_TIERS = ("small_model", "jury")
+MODEL_TIERS: tuple[CollectorTier, ...] = ("small_model", "jury")
 """Tiers of an obligation no rule decides."""
 
 ONE_TOOL = re.compile(
     r"\bone\s+tool\s+call\b(?=[^.;]*\b(?:at\s+a\s+time|per|each|single|same|one\s+message)\b)|\bmore\s+than\s+one\s+"
     r"tool\s+call|\bsingle\s+tool\s+call|\bmultiple\s+tool\s+calls\s+(?:at\s+once|in\s+(?:one|a\s+single|the\s+same)"
-    r"\s+message)|一次只(?:能)?调用一个工具|每(?:条|个)消息(?:最多|只能)?(?:调用)?一(?:个|次)工具|(?:同时|一次(?:性)?)调用多个工具", re.I)
+    r"\s+message)|一次只(?:能)?调用一个工具|每(?:条|个)消息(?:最多|只能)?(?:调用)?一(?:个|次)工具"
+    r"|(?:同时|一次(?:性)?)调用多个工具", re.I)
 SIMULTANEOUS = re.compile(r"\bsimultaneous\w*|\bat\s+the\s+same\s+time|\bsame\s+message|\bin\s+(?:one|a\s+single)\s+"
                           r"message|\btogether\s+with|\balongside|同时|同一条消息|一并", re.I)
 CONFIRM = re.compile(
@@ -126,18 +134,18 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
                      trigger=None if _specific_tools(trigger) else any_tool)
     if form.polarity == "do" and CONFIRM.search(ob):
         if _specific_tools(trigger) and form.kind in ("before", "must", "should", "if_then", "only_if"):
-            params = dict(ZH_CONFIRM) if lang == "zh" else {}
-            return Check(ClauseCondition(rule="conduct.confirmed_before_action", params=params), "rule",
+            confirm: dict[str, RuleParam] = dict(ZH_CONFIRM) if lang == "zh" else {}
+            return Check(ClauseCondition(rule="conduct.confirmed_before_action", params=confirm), "rule",
                          "an explicit user yes, right after the agent asked, before each such call",
                          layer="conversation")
         return _model("user confirmation before an action no rule can see",
                       missing="conduct.confirmed_before_action needs the tools to confirm")
     found = limits(form.main, lang)
     if found and form.polarity == "do":
-        params = _limit_params(form, sentence, lang)
-        if params is not None and _specific_tools(trigger):
-            return Check(ClauseCondition(rule="conduct.booking_limits", params=params), "rule",
-                         "limits on the call's arguments: " + ", ".join(f"{k} {v}" for k, v in params.items()))
+        limit = _limit_params(form, sentence, lang)
+        if limit is not None and _specific_tools(trigger):
+            return Check(ClauseCondition(rule="conduct.booking_limits", params=dict(limit)), "rule",
+                         "limits on the call's arguments: " + ", ".join(f"{k} {v}" for k, v in limit.items()))
         what = ", ".join(f"at most {n} {noun}" for n, noun in found)
         return _model(f"a numeric limit ({what}) judged by the model",
                       missing=f"a rule counting {what}")
@@ -163,17 +171,20 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
 def _matcher(text: str, sentence: Sentence, vocab: Vocabulary) -> Check | None:
     names = named_tools(text, sentence, vocab)
     if names and CONCEPTS["mention"].search(text):
-        rx = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
-        return Check(ClauseCondition(regex=rx, fields=("answer",)), "matcher", f"the answer names {', '.join(names)}")
+        mention = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
+        return Check(ClauseCondition(regex=mention, fields=("answer",)), "matcher",
+                     f"the answer names {', '.join(names)}")
     if names:
         return Check(tool_condition(names), "matcher", f"a call to {', '.join(names)}")
     if CONCEPTS["upload"].search(text):
         return Check(ClauseCondition(attribute_present=UPLOAD_KEYS), "matcher", "an uploaded file on the turn")
     phrases = quoted(text)
     rx = phrase_regex(phrases)
-    lexicon = "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    lexicon: LexiconCategory | None = (
+        "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    )
     if rx or lexicon:
-        fields = ("request",) if CONCEPTS["user_side"].search(text) else ("answer",)
+        fields: tuple[ConditionField, ...] = ("request",) if CONCEPTS["user_side"].search(text) else ("answer",)
         what = " / ".join([*(f"'{p}'" for p in phrases), *([f"the {lexicon} lexicon"] if lexicon else [])])
         return Check(ClauseCondition(regex=rx, lexicon=lexicon, fields=fields), "matcher",
                      f"{what} in the {' or '.join(fields)}")
@@ -204,7 +215,8 @@ def question(form: Form, sentence: Sentence, layer: ClauseLayer) -> str:
         did = (f"智能体是否避免了：{form.action}" if form.polarity == "avoid" else f"智能体是否做到了：{form.action}") \
             if agent else f"是否遵守了：{form.main}"
         if form.kind == "only_if" and form.condition == form.trigger:
-            return f"{head}在本{unit}中，智能体这样做时是否遵守了限制（只能{form.trigger}）？若没有这样做，回答 not_applicable。"
+            return (f"{head}在本{unit}中，智能体这样做时是否遵守了限制（只能{form.trigger}）？"
+                    "若没有这样做，回答 not_applicable。")
         if form.kind == "only_if":
             return (f"{head}只有在以下条件成立时才允许这样做：{form.condition}。在本{unit}中，如果智能体这样做了"
                     f"（{form.trigger}），该条件是否成立？若智能体没有这样做，回答 not_applicable。")

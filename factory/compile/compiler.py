@@ -30,13 +30,8 @@ from agent_factory.factory.compile.detect import (
     mode_condition,
     tool_condition,
 )
-from agent_factory.factory.compile.model import (
-    Check as CheckModel,
-    CompiledClause,
-    CompiledSpec,
-    Detector,
-    Uncompiled,
-)
+from agent_factory.factory.compile.model import Check as CheckModel
+from agent_factory.factory.compile.model import CompiledClause, CompiledSpec, Detector, Uncompiled
 from agent_factory.factory.compile.parse import Sentence, code_identifiers, sentences
 from agent_factory.factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
 from agent_factory.factory.compile.words import SPEC_MODE_ALIAS
@@ -45,8 +40,8 @@ from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseK
 _ANAPHOR_SUBJECT = re.compile(r"^(?:this|these|that|those|it|they|such)\b|^(?:这|此|该|它)", re.I)
 _ANAPHOR_OBJECT = re.compile(r"\b(?:these|those|them|this|it)\s*$|(?:这些|那些|它们|此类)$", re.I)
 # "This action can only be called once" at the top of `### Modify items`: the section's own action.
-_DEICTIC = re.compile(r"^(?:this|that|the)\s+(?:action|tool|operation|function|api|call|step)s?$|^(?:该|此|这个)(?:操作|工具)$",
-                      re.I)
+_DEICTIC = re.compile(r"^(?:this|that|the)\s+(?:action|tool|operation|function|api|call|step)s?$"
+                      r"|^(?:该|此|这个)(?:操作|工具)$", re.I)
 _PERSONAL = re.compile(r"^(?:it|they)$|^它们?$", re.I)
 _RULES_BACK = re.compile(r"\b(?:the|these|those|such|above|preceding|previous)\s+(?:above\s+|preceding\s+|previous\s+)?"
                          r"(?:rules|requirements|conditions|restrictions)\b(?!\s+(?:of|for|in|on|that|which)\b)"
@@ -87,7 +82,8 @@ def _pack_kind(form: Form, check: Check) -> ClauseKind:
 
 def _head_verb(action: str) -> str | None:
     """The verb of an action phrase (`be any change of ...` -> `change`), for matching tools by their verb."""
-    for word in re.findall(r"[a-z]+", action.lower()):
+    words: list[str] = re.findall(r"[a-z]+", action.lower())
+    for word in words:
         if word not in _SKIP_HEAD and not word.endswith("ly"):
             return word
     return None
@@ -200,6 +196,23 @@ def _aliases(text: str) -> dict[str, str]:
     return out
 
 
+def _unique_clause_id(form: Form, part: str, section: str, seen: set[str]) -> str:
+    # The same sentence under two headings is two clauses: the heading tells them apart, not the order.
+    cid = _clause_id(form, part)
+    if cid in seen:
+        cid = _clause_id(form, f"{section}\x1f{part}")
+    n = 2
+    while cid in seen:
+        cid, n = f"{_clause_id(form, part)}_{n}", n + 1
+    return cid
+
+
+def _trigger_text(form: Form, detection: Detection) -> str:
+    if form.exception:
+        return f"unless {form.exception}"
+    return form.trigger or ("always" if detection.how == "always" else detection.note)
+
+
 def compile_spec(
     text: str, *, source: str, tools: Sequence[str] = (), lexicons: Iterable[str] = (),
     layer: ClauseLayer | None = None, modes: Sequence[str] = (),
@@ -265,13 +278,7 @@ def compile_spec(
         cond = check.condition
         if check.how == "model":
             cond = ClauseCondition(tiers=_checks.MODEL_TIERS, question=question(form, sentence, clause_layer))
-        # The same sentence under two headings is two clauses: the heading tells them apart, not the order.
-        cid = _clause_id(form, part)
-        if cid in seen:
-            cid = _clause_id(form, f"{sentence.section}\x1f{part}")
-        n = 2
-        while cid in seen:
-            cid, n = f"{_clause_id(form, part)}_{n}", n + 1
+        cid = _unique_clause_id(form, part, sentence.section, seen)
         seen.add(cid)
         kind = _pack_kind(form, check)
         invariant = form.kind in ("must_not", "never")
@@ -284,16 +291,12 @@ def compile_spec(
             description=(f"Compiled ({form.kind}, {form.polarity}). Trigger: {detection.note}. "
                          f"Obligation: {check.note}."),
         )
-        if form.exception:
-            trigger_text = f"unless {form.exception}"
-        else:
-            trigger_text = form.trigger or ("always" if detection.how == "always" else detection.note)
         clauses.append(CompiledClause(
-            id=cid, kind=form.kind, polarity=form.polarity, trigger=trigger_text,
+            id=cid, kind=form.kind, polarity=form.polarity, trigger=_trigger_text(form, detection),
             obligation=form.condition if form.kind == "only_if" else form.action if form.exception else form.main,
             sentence=part, source_line=sentence.line, section=sentence.section, language=sentence.lang,
             layer=clause_layer, invariant=invariant, detector=Detector(how=detection.how, note=detection.note),
-            check=CheckModel(how=check.how, note=check.note, rule=check.condition.rule,  # type: ignore[arg-type]
+            check=CheckModel(how=check.how, note=check.note, rule=check.condition.rule,
                              missing_rule=check.missing_rule),
             clause=pack_clause,
         ))

@@ -27,7 +27,7 @@ from typing import Literal
 from agent_factory.evaluators.provenance.normalize import normalize
 from agent_factory.factory.compile.parse import Sentence
 from agent_factory.factory.compile.words import EN_MODE, ZH_MODE, mode_value
-from agent_factory.knowledge_packs.model import ClauseCondition, ConditionField
+from agent_factory.knowledge_packs.model import ClauseCondition, ConditionField, LexiconCategory
 
 DetectorHow = Literal["tool", "any_tool", "regex", "lexicon", "attribute", "answer", "context", "always"]
 """How a trigger is detected: named tools, any tool call, a regex, a pack lexicon, an attribute, any answer,
@@ -73,8 +73,8 @@ HANDOFF_REGEX = (r"\btransfer\w*\b[^.\n]{0,60}\b(?:human|live)\s+(?:agent|repres
 CONCEPTS: dict[str, re.Pattern[str]] = {
     "database": re.compile(
         r"\b(?:updat|chang|modif|writ|alter)\w*\s+(?:\w+\s+){0,3}databases?\b|\bdatabase[- ](?:changing|modifying|"
-        r"writing)|\bwrite\s+(?:actions?|operations?|tools?)|\bstate[- ]changing|(?:修改|更改|变更|写入|更新)\S{0,6}数据库"
-        r"|写操作", re.I),
+        r"writing)|\bwrite\s+(?:actions?|operations?|tools?)|\bstate[- ]changing"
+        r"|(?:修改|更改|变更|写入|更新)\S{0,6}数据库|写操作", re.I),
     "tool_call": re.compile(
         r"\b(?:make|making|makes|made|send|sending)\s+(?:a\s+|one\s+|any\s+|more\s+than\s+one\s+)?tool\s+calls?\b"
         r"|\btool\s+calls?\b|\bcall(?:ing|s)?\s+(?:a|any|more\s+than\s+one)\s+tools?\b|调用(?:任何|一个|多个)?工具"
@@ -268,10 +268,12 @@ def _fields(text: str) -> tuple[ConditionField, ...]:
 
 
 def tool_condition(tools: Iterable[str]) -> ClauseCondition:
+    """A condition that holds when the unit calls one of `tools`."""
     return ClauseCondition(tool_names=tuple(tools))
 
 
 def always() -> Detection:
+    """The detection of a clause that applies to every unit with a request or an answer."""
     return Detection(ClauseCondition(regex=ANY_TEXT, fields=("request", "answer")), "always",
                      "always: every unit with a request or an answer")
 
@@ -313,8 +315,9 @@ def find_condition(text: str, sentence: Sentence, vocab: Vocabulary, *, head: st
     if names and not CONCEPTS["mention"].search(text):
         return Detection(tool_condition(names), "tool", f"a call to {', '.join(names)}")
     if names:
-        rx = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
-        return Detection(ClauseCondition(regex=rx, fields=("answer",)), "regex", f"the answer names {', '.join(names)}")
+        mention = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
+        return Detection(ClauseCondition(regex=mention, fields=("answer",)), "regex",
+                         f"the answer names {', '.join(names)}")
     if CONCEPTS["database"].search(text) and write_tools(vocab):
         tools = write_tools(vocab)
         return Detection(tool_condition(tools), "tool", f"a database-changing call ({', '.join(tools)})")
@@ -340,7 +343,9 @@ def find_condition(text: str, sentence: Sentence, vocab: Vocabulary, *, head: st
     if CONCEPTS["upload"].search(text):
         return Detection(ClauseCondition(attribute_present=UPLOAD_KEYS), "attribute", "an uploaded file")
     phrases = quoted(text)
-    lexicon = "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    lexicon: LexiconCategory | None = (
+        "disclosure" if CONCEPTS["company"].search(text) and "disclosure" in vocab.lexicons else None
+    )
     rx = phrase_regex(phrases)
     if rx or lexicon:
         fields = _fields(text)

@@ -104,7 +104,7 @@ def _take_over(c: CompiledClause, pack: Clause) -> CompiledClause:
 
 
 def _literal(regex: str) -> str | None:
-    """The text a regex matches when it is a plain literal (specials escaped), else None (`\\S`, `a|b`)."""
+    r"""The text a regex matches when it is a plain literal (specials escaped), else None (`\S`, `a|b`)."""
     out: list[str] = []
     chars = iter(regex)
     for ch in chars:

@@ -4,17 +4,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from agent_factory.factory.compile.detect import DetectorHow
-from agent_factory.factory.compile.patterns import FormKind, Polarity
-from agent_factory.knowledge_packs.model import (
-    Clause,
-    ClauseId,
-    ClauseKind,
-    ClauseLayer,
-)
 from pydantic import Field
 
+from agent_factory.factory.compile.detect import DetectorHow
+from agent_factory.factory.compile.patterns import FormKind, Polarity
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
 
 COMPILER_VERSION = "3"
 """Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""

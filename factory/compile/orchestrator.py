@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar, get_args
 
 import jinja2
-from agent_factory.evaluators.collect.backends import (
-    CallCounters,
-    backend_for,
-    call_model,
-)
+from pydantic import ConfigDict, ValidationError
+
+from agent_factory.errors import CollectionError
+from agent_factory.evaluators.collect.backends import CallCounters, backend_for, call_model
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.cache import DatumCache, call_key
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
@@ -34,35 +33,16 @@ from agent_factory.evaluators.collect.prompt import (
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor, redact_text
 from agent_factory.evaluators.collect.schema import json_schema
-from agent_factory.evaluators.components.conduct.definitions import (
-    OBLIGATION_RULE,
-    TRIGGER_RULE,
-    describe,
-)
+from agent_factory.evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, describe
 from agent_factory.evaluators.core.registry import get_rule, rule_names
 from agent_factory.factory.compile.checks import MODEL_TIERS
 from agent_factory.factory.compile.compiler import _clause_id
 from agent_factory.factory.compile.detect import DetectorHow, always
-from agent_factory.factory.compile.model import (
-    Check,
-    CompiledClause,
-    CompiledSpec,
-    Detector,
-    Uncompiled,
-)
+from agent_factory.factory.compile.model import Check, CompiledClause, CompiledSpec, Detector, Uncompiled
 from agent_factory.factory.compile.parse import Sentence, language, sentences
 from agent_factory.factory.compile.patterns import Form, FormKind, Polarity
-from agent_factory.knowledge_packs.model import (
-    Clause,
-    ClauseCondition,
-    ClauseKind,
-    ClauseLayer,
-    ConditionField,
-)
-from pydantic import ConfigDict, ValidationError
-
-from agent_factory.errors import CollectionError
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer, ConditionField
 
 VERSION = "1"
 """Version of the orchestrator (prompt, output schema, validation); the prompt text enters every cache key."""
@@ -180,6 +160,7 @@ class Catalogue:
     default_layer: ClauseLayer
 
     def data(self) -> dict[str, Any]:
+        """The catalogue as the proposal prompt shows it."""
         return {
             "tools": list(self.tools),
             "lexicons": {c: _LEXICONS.get(c, "") for c in self.lexicons},

@@ -19,7 +19,8 @@ Lang = Literal["en", "zh"]
 
 _HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[（(]?[一二三四五六七八九十\d]{1,3}[）)、])\s+|^\s*[（(]?[一二三四五六七八九十]{1,3}[）)、]")
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)]|[（(]?[一二三四五六七八九十\d]{1,3}[）)、])\s+"
+                     r"|^\s*[（(]?[一二三四五六七八九十]{1,3}[）)、]")
 _RULE_LINE = re.compile(r"^\s*(?:[-*_]\s*){3,}$")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{3,}")
 _LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")

@@ -274,7 +274,7 @@ def _can_only(subject: str, rest: str, original: str, lang: Lang) -> Form:
                 main=_clean(original), subject=subject, action=_clean(f"{scope} {verb} {obj}"))
 
 
-def parse_en(text: str) -> list[Form | Unparsed]:
+def parse_en(text: str) -> list[Form | Unparsed]:  # noqa: C901 - the grammar's patterns, tried in precedence order
     """The forms of one English clause."""
     t = _clean(text)
     if text.rstrip().endswith("?"):

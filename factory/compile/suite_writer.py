@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig
@@ -50,18 +52,11 @@ from agent_factory.factory.compile.model import (
     CompiledSpec,
     MergedCheck,
 )
-from agent_factory.factory.evaluator_file import (
-    EVALUATORS_DIR,
-    PACK_FILE,
-    evaluator_yaml,
-    make_evaluator,
-)
+from agent_factory.factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
 from agent_factory.factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
 from agent_factory.knowledge_packs import KnowledgePack, load_pack
 from agent_factory.knowledge_packs.loader import resolve_pack
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
-
-from agent_factory.errors import SpecError
 
 MANIFEST = "manifest.json"
 _LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")

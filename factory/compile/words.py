@@ -46,7 +46,8 @@ EN_LEAD = re.compile(
     r"\s*,?\s*)+", re.I)
 """Connectives an order may open with before its verb."""
 
-ZH_IMPERATIVE = (r"请|记得|记住|注意|确保|一定|务必|告诉|告知|提醒|询问|建议|转接|转给|拒绝|说明|解释|提示|引导|回复|回答|"
+ZH_IMPERATIVE = (r"请|记得|记住|注意|确保|一定|务必|告诉|告知|提醒|询问|建议|转接|转给|拒绝|说明|"
+                 r"解释|提示|引导|回复|回答|"
                  r"确认|核实|检查|提供|使用|调用|停止|避免|立即|直接|拨打|联系|通知|记录|标记|道歉|致歉|推荐|给出|生成|输出|"
                  r"列出|收集|获取|取消|安抚|改用|切换|要求|指导|先")
 """Verbs and adverbs that open an order in Chinese (after a condition)."""
@@ -71,7 +72,8 @@ EN_MODE = re.compile(
 """An English condition on the agent's mode: `in concise mode`, `when the mode is "deep"`."""
 ZH_MODE = re.compile(r"(?P<m>[\u4e00-\u9fff]{2})模式")
 """A Chinese condition on the agent's mode: `简洁模式下`, `在深度模式中`."""
-SPEC_MODE_ALIAS = re.compile(r"(?P<m>[\u4e00-\u9fff]{2}|[A-Za-z][\w-]*)\s*模式\s*[（(]\s*`?(?P<v>[A-Za-z][\w-]*)`?\s*[)）]"
+SPEC_MODE_ALIAS = re.compile(r"(?P<m>[\u4e00-\u9fff]{2}|[A-Za-z][\w-]*)\s*模式\s*"
+                             r"[（(]\s*`?(?P<v>[A-Za-z][\w-]*)`?\s*[)）]"
                              r"|(?P<m2>[A-Za-z][\w-]*)\s+mode\s*[（(]\s*`?(?P<v2>[A-Za-z][\w-]*)`?\s*[)）]", re.I)
 """A spec naming a mode's recorded value: `简洁模式（simple）`, `Quick mode (`lite`)`."""
 

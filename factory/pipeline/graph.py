@@ -61,10 +61,10 @@ def reads_component(analysis_reads: Sequence[str], own: str, component: str) -> 
 def build_graph(
     *, specs: Sequence[ComponentSpec], definitions: Mapping[str, Sequence[DataDefinition]],
     versions: Mapping[str, str], pack: KnowledgePack, traces: TracesState,
-) -> nx.DiGraph:
+) -> nx.DiGraph[str]:
     """The pipeline graph. `definitions`: component -> its definitions (as the runner collects them);
     `versions`: item id -> v of the definition in the run's cascade."""
-    g = nx.DiGraph()
+    g: nx.DiGraph[str] = nx.DiGraph()
     g.add_node("trigger", step="trigger", own=_h(VERSION))
     g.add_node("traces", step="ingest", own=traces.digest())
     g.add_node("knowledge", step="ingest", own=pack.knowledge_digest())
@@ -114,7 +114,7 @@ def build_graph(
     return g
 
 
-def fingerprints(g: nx.DiGraph) -> dict[str, str]:
+def fingerprints(g: nx.DiGraph[str]) -> dict[str, str]:
     """Node -> fingerprint."""
     return {n: g.nodes[n]["fp"] for n in g.nodes}
 
@@ -141,7 +141,7 @@ class Dirty:
         return not (self.first or self.traces_changed or self.items or self.analyses)
 
 
-def dirty(g: nx.DiGraph, previous: Mapping[str, str] | None) -> Dirty:
+def dirty(g: nx.DiGraph[str], previous: Mapping[str, str] | None) -> Dirty:
     """Compare with `previous` (node -> fingerprint of the last complete run; None: there is none)."""
     defs = [n for n in g.nodes if n.startswith("definition:")]
     analyses = [n for n in g.nodes if n.startswith("analysis:")]
@@ -159,7 +159,7 @@ def dirty(g: nx.DiGraph, previous: Mapping[str, str] | None) -> Dirty:
     )
 
 
-def describe(g: nx.DiGraph) -> dict[str, int]:
+def describe(g: nx.DiGraph[str]) -> dict[str, int]:
     """Node counts per kind, for reports."""
     out: dict[str, int] = {}
     for n in g.nodes:

@@ -26,7 +26,7 @@ class Plan:
 
 
 
-def make_plan(store: Store, graph: nx.DiGraph, *, traces: TracesState, horizon: float | None, full: bool) -> Plan:
+def make_plan(store: Store, graph: nx.DiGraph[str], *, traces: TracesState, horizon: float | None, full: bool) -> Plan:
     """Compare `graph` with the last complete run recorded in `store` (ignored when `full`)."""
     prev = None if full else load_previous(store, graph_version=GRAPH_VERSION)
     d = dirty(graph, prev.fingerprints if prev else None)

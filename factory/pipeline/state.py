@@ -69,6 +69,7 @@ def save_state(
 
 
 def current_sources(store: Store) -> frozenset[str]:
+    """Ids of the files ingested into the store."""
     return frozenset(r[0] for r in store.con.execute("SELECT source_id FROM sources").fetchall())
 
 
@@ -104,7 +105,7 @@ def users_touched(
             "SELECT coalesce(user_id, conversation_id) FROM turns GROUP BY 1"
             " HAVING epoch(max(coalesce(end_time, start_time))) + ? > ?",
             [window_days * 86400.0, old_horizon]).fetchall())
-    users.discard(None)  # type: ignore[arg-type]
+    users.discard(None)
     return users
 
 
@@ -131,6 +132,7 @@ def drop_items(store: Store, *, keep: Collection[str]) -> int:
 
 
 def count_rows(store: Store, table: str) -> int:
+    """Number of rows in `table`."""
     row = store.con.execute(f"SELECT count(*) FROM {table}").fetchone()
     return int(row[0]) if row else 0
 

@@ -8,9 +8,17 @@ memory, and records the rates and outcome shares actually realised in `truth_sum
 known answer.
 """
 
+from agent_factory.evaluators.stats.text import bigram_jaccard
 from agent_factory.factory.simulate.config import SimConfig, load_config
-from agent_factory.factory.simulate.texts import bigram_jaccard
-from agent_factory.factory.simulate.writer import CONFIG, TRACES, TRUTH, TRUTH_SESSIONS, TRUTH_SUMMARY, SimSummary, simulate
+from agent_factory.factory.simulate.writer import (
+           CONFIG,
+           TRACES,
+           TRUTH,
+           TRUTH_SESSIONS,
+           TRUTH_SUMMARY,
+           SimSummary,
+           simulate,
+)
 
 __all__ = ["CONFIG", "TRACES", "TRUTH", "TRUTH_SESSIONS", "TRUTH_SUMMARY", "SimConfig", "SimSummary",
            "bigram_jaccard", "load_config", "simulate"]

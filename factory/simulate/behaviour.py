@@ -46,7 +46,8 @@ FRUSTRATION_AFTER_FAILURE = {
 }
 """The user vents after a failed turn (the agent then retries the same topic)."""
 FRUSTRATION_AFTER_REPEAT_FAILURE = {
-    "zh": ("我说了多少遍了，{m}怎么还是不行", "这是第三次问了，{s}的{m}到底行不行", "无语，一直报错，{s}{p}的{m}到底能不能算"),
+    "zh": ("我说了多少遍了，{m}怎么还是不行", "这是第三次问了，{s}的{m}到底行不行",
+           "无语，一直报错，{s}{p}的{m}到底能不能算"),
     "en": ("How many times do I have to ask? {m} for {s}, please", "I'm asking for the third time: {m} for {p}",
            "What the hell, it broke again. {m} for {s}"),
 }

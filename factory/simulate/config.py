@@ -16,12 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
@@ -187,7 +182,8 @@ class SimConfig(Frozen):
     """Chance that the next message after a failed turn, when it does not resend the request, vents frustration
     ("怎么又报错了", "It failed again"); the agent retries the topic."""
     frustration_after_repeat_failure_rate: Rate = 0.6
-    """The same after the session's second or later failed turn ("我说了多少遍了", "How many times do I have to ask?")."""
+    """The same after the session's second or later failed turn ("我说了多少遍了", "How many times do I have to
+    ask?")."""
     frustration_after_success_rate: Rate = 0.06
     """Chance that a message after a delivered answer (not a resend) is exasperated with it ("这也太离谱了")."""
     abandonment_after_failure_rate: Rate = 0.4

@@ -83,6 +83,7 @@ class TurnPlan:
 
     @property
     def end_ns(self) -> int:
+        """When the turn ends (ns since the epoch)."""
         return self.start_ns + self.latency_ns
 
 

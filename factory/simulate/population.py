@@ -326,7 +326,7 @@ class Population:
             errors = _DEEP_ERRORS if mode == "deep" else _ERRORS
             error, answer = errors[int(rng.integers(len(errors)))], None
         elif ex.kind == "failed_truncated":
-            answer = texts.truncate(rng, answer)
+            answer = texts.truncate(rng, planned)
         disclosure = float(rng.random()) < c.natural_disclosure_rate
         template = float(rng.random()) < c.natural_template_rate
         tp = TurnPlan(

@@ -11,10 +11,10 @@ import math
 from collections import Counter
 from typing import Any
 
+from agent_factory.evaluators.stats.text import bigram_jaccard
 from agent_factory.factory.simulate.config import SimConfig
 from agent_factory.factory.simulate.plan import NS, TurnPlan
 from agent_factory.factory.simulate.sessions import EVENTS, OUTCOMES, session_record
-from agent_factory.factory.simulate.texts import bigram_jaccard
 
 MODES = ("normal", "simple", "deep")
 SEGMENTS = ("real", "internal", "test", "suggestion", "synthetic")
@@ -36,10 +36,12 @@ class LogHistogram:
         self.n = 0
 
     def add(self, x: float) -> None:
+        """Count one value."""
         self.bins[math.floor(math.log10(max(x, 1e-6)) / self.WIDTH)] += 1
         self.n += 1
 
     def median(self) -> float | None:
+        """The median of the values counted (within a bin's width), or None when there are none."""
         if not self.n:
             return None
         half, seen = self.n / 2.0, 0
@@ -95,10 +97,12 @@ class Tally:
         self._user_failed = self._defect_user = False
 
     def begin_user(self) -> None:
+        """Start counting a new user."""
         self._prev, self._prev_len = None, 0
         self._user_failed = self._defect_user = False
 
     def end_user(self, *, real: bool) -> None:
+        """Close the user's counts (as a real user, or as synthetic traffic)."""
         if real:
             self.cnt["users"] += 1
             self.cnt["users_with_failure"] += self._user_failed

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
 from agent_factory.factory.simulate.config import SimConfig, derive
 from agent_factory.factory.simulate.plan import Segment, TurnPlan
 from agent_factory.factory.simulate.population import Population
 from agent_factory.factory.simulate.traces import otlp_line
 from agent_factory.factory.simulate.truth import Tally
-
 from agent_factory.frozen import Frozen
 
 TRACES = "traces.otlp.jsonl"

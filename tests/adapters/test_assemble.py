@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from agent_factory.adapters.assemble import (
-    ANSWER_SOURCE, ANSWER_SPAN, LLM_INPUT, LLM_OUTPUT, REQUEST_SOURCE, REQUEST_SPAN, assemble_turn,
+    ANSWER_SOURCE,
+    ANSWER_SPAN,
+    LLM_INPUT,
+    LLM_OUTPUT,
+    REQUEST_SOURCE,
+    REQUEST_SPAN,
+    assemble_turn,
 )
 from agent_factory.adapters.model import Span
 

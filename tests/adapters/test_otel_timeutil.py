@@ -3,7 +3,12 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_factory.adapters.otel.timeutil import (
-    from_epoch_number, from_hrtime, from_unix_nanos, parse_instant, parse_iso_datetime, parse_iso_duration,
+    from_epoch_number,
+    from_hrtime,
+    from_unix_nanos,
+    parse_instant,
+    parse_iso_datetime,
+    parse_iso_duration,
 )
 
 

@@ -12,7 +12,11 @@ from agent_factory.adapters.base import Quarantine, read_head
 from agent_factory.adapters.chat_io import RecordProblem, detect_layout
 from agent_factory.adapters.model import Conversation
 from agent_factory.adapters.steplog import (
-    RunContractAdapter, StepLogAdapter, contract_conversation, looks_like_contract, looks_like_steplog,
+    RunContractAdapter,
+    StepLogAdapter,
+    contract_conversation,
+    looks_like_contract,
+    looks_like_steplog,
     steplog_conversation,
 )
 from tests.conftest import FIXTURES

@@ -8,29 +8,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agent_factory.adapters.model import EvidencePointer, Turn
-from agent_factory.evaluators.collect import prompt as prompt_module
-from agent_factory.evaluators.collect.budget import Budget
-from agent_factory.evaluators.collect.cache import DatumCache
-from agent_factory.evaluators.collect.cascade import Cascade, Job
-from agent_factory.evaluators.collect.config import (
-    BudgetLimits,
-    ModelConfig,
-    ModelSpec,
-    RetryPolicy,
-)
-from agent_factory.evaluators.core import (
-    AtomicDatum,
-    DataDefinition,
-    Projection,
-    RuleAnswer,
-    rule,
-)
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
+from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.collect import prompt as prompt_module
+from agent_factory.evaluators.collect.budget import Budget
+from agent_factory.evaluators.collect.cache import DatumCache
+from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection, RuleAnswer, rule
 from tests.evaluators.test_collect_support import (
     ANSWERS,
     CONSISTENT,

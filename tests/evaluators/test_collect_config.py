@@ -5,14 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from agent_factory.evaluators.collect.config import (
-    ModelConfig,
-    ModelSpec,
-    derive_family,
-    load_model_config,
-)
 
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, derive_family, load_model_config
 from tests.evaluators.test_collect_support import answer, scripted
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.cascade import Cascade, Job
-from agent_factory.evaluators.collect.reasons import is_transient
 from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.evaluators.collect.reasons import is_transient
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection
 from tests.evaluators.test_collect_support import (
     DEFINITIONS,
@@ -30,7 +30,7 @@ from tests.evaluators.test_collect_support import (
     make_turn,
     secrets_corpus,
 )
-from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer, FaultPlan, fake_openai  # noqa: F401
+from tests.fakes.openai_server import FAULT_KINDS, FakeOpenAIServer, FaultPlan
 
 KEY_ENV = "AGENT_FACTORY_TEST_KEY"
 

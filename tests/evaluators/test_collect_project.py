@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+
 from agent_factory.adapters.model import Conversation, Engagement
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.project import project
 from agent_factory.evaluators.collect.schema import locate_quote
 from agent_factory.evaluators.core import EngagementView, Projection, SpanView
-
-from agent_factory.errors import SpecError
 from tests.evaluators.test_collect_support import make_turn
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.redact import (
     DefaultRedactor,
     Redaction,
@@ -14,8 +16,6 @@ from agent_factory.evaluators.collect.redact import (
     redact_pieces,
     redact_text,
 )
-
-from agent_factory.errors import SpecError
 from tests.evaluators.test_collect_support import embed, secrets_corpus
 
 R = DefaultRedactor()

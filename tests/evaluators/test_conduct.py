@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from agent_factory.adapters.chat import TauBenchAdapter
 from agent_factory.adapters.chat_messages import convert_messages
 from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.components.conduct import (
     conduct_analysis,
     definitions_for,
@@ -20,11 +22,7 @@ from agent_factory.evaluators.components.conduct import (
     obligation_id,
     trigger_id,
 )
-from agent_factory.evaluators.components.conduct.definitions import (
-    OBLIGATION_RULE,
-    TRIGGER_RULE,
-    clause_id_of,
-)
+from agent_factory.evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, clause_id_of
 from agent_factory.evaluators.core.model import DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.registry import (
     Observations,
@@ -36,8 +34,6 @@ from agent_factory.evaluators.core.registry import (
 )
 from agent_factory.knowledge_packs import KnowledgePack, load_pack
 from agent_factory.knowledge_packs.loader import validate_pack_data
-
-from agent_factory.errors import SpecError
 from tests.conftest import shared_data
 
 PACKS = Path(__file__).resolve().parents[2] / "knowledge_packs"

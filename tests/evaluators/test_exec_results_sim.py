@@ -258,7 +258,7 @@ def _truth_with_horizon(records: list[dict[str, Any]], horizon_s: float) -> dict
     out: dict[str, list[bool]] = defaultdict(list)
     for ss in by_user.values():
         ss.sort(key=lambda s: s["start"])
-        for a, b in zip(ss, [*ss[1:], None]):
+        for a, b in zip(ss, [*ss[1:], None], strict=True):
             end = "failed" if a["failed"] else "delivered"
             if b is not None:
                 out["return"].append(b["start"] - a["end"] <= WEEK_S)

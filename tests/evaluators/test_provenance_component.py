@@ -20,7 +20,14 @@ from agent_factory.evaluators.components.provenance import (
     provenance_analysis,
 )
 from agent_factory.evaluators.core.model import Value
-from agent_factory.evaluators.core.registry import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
+from agent_factory.evaluators.core.registry import (
+    Observations,
+    RuleAnswer,
+    RuleContext,
+    UnitRow,
+    get_component,
+    get_rule,
+)
 from agent_factory.evaluators.provenance import provenance_record
 from agent_factory.knowledge_packs import KnowledgePack, load_pack
 

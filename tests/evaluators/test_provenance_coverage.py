@@ -7,9 +7,8 @@ from typing import Any, get_args
 
 import pytest
 
-from agent_factory.adapters.model import COMPLETE_WITHOUT
 from agent_factory.adapters.jsonio import cut_text
-from agent_factory.adapters.model import DeliveryState, EvidencePointer, Span, Turn
+from agent_factory.adapters.model import COMPLETE_WITHOUT, DeliveryState, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import coverage
 from agent_factory.evaluators.provenance.coverage import waivers
 from agent_factory.knowledge_packs import load_pack

@@ -81,7 +81,7 @@ def test_fleiss_kappa_wikipedia_example() -> None:
 
 def test_fleiss_with_two_raters_is_scotts_pi() -> None:
     # pooled yes share (25 + 30) / 100 = 0.55: P_e = 0.55^2 + 0.45^2 = 0.505; pi = (0.7 - 0.505)/0.495
-    matrix, labels = rating_counts(list(zip(RATER_A, RATER_B)))
+    matrix, labels = rating_counts(list(zip(RATER_A, RATER_B, strict=True)))
     k = fleiss_kappa(matrix, labels=labels)
     assert k.value == pytest.approx(0.195 / 0.495)
     assert k.labels == ("no", "yes")

@@ -12,8 +12,8 @@ from agent_factory.evaluators.stats import cluster_auc, rank_auc
 
 
 def _pairs(scores, outcomes):
-    pos = [s for s, y in zip(scores, outcomes) if y]
-    neg = [s for s, y in zip(scores, outcomes) if not y]
+    pos = [s for s, y in zip(scores, outcomes, strict=True) if y]
+    neg = [s for s, y in zip(scores, outcomes, strict=True) if not y]
     wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a, b in itertools.product(pos, neg))
     return wins / (len(pos) * len(neg))
 

@@ -11,7 +11,9 @@ from scipy import stats
 
 from agent_factory.adapters.model import DeliveryState, Span, Turn
 from agent_factory.evaluators.components import substance
-from agent_factory.evaluators.components.substance import analysis, definitions as sd, rules as sr
+from agent_factory.evaluators.components.substance import analysis
+from agent_factory.evaluators.components.substance import definitions as sd
+from agent_factory.evaluators.components.substance import rules as sr
 from agent_factory.evaluators.core import Observations, RuleContext, UnitRow, get_component, get_rule
 from agent_factory.knowledge_packs import load_pack
 
@@ -50,7 +52,7 @@ def test_eight_model_items_with_registered_applicability_and_full_text() -> None
 def test_applicability_patterns_enter_the_definition_digests() -> None:
     assert substance.DEFINITIONS == sd.build(sr.RULES_DIGEST)
     other = sd.build("r-other")
-    assert all(a.digest() != b.digest() for a, b in zip(substance.DEFINITIONS, other))
+    assert all(a.digest() != b.digest() for a, b in zip(substance.DEFINITIONS, other, strict=True))
 
 
 # ---- applicability -------------------------------------------------------------------------------------

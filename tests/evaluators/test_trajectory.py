@@ -13,7 +13,9 @@ from typing import Any, NamedTuple
 import pytest
 
 from agent_factory.adapters.model import Conversation, DeliveryState, Turn
-from agent_factory.evaluators.components.trajectory import analysis, definitions as td, rules as tr
+from agent_factory.evaluators.components.trajectory import analysis
+from agent_factory.evaluators.components.trajectory import definitions as td
+from agent_factory.evaluators.components.trajectory import rules as tr
 from agent_factory.evaluators.core import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
 from agent_factory.evaluators.provenance.normalize import normalize
 from agent_factory.factory.ingest import ingest_paths
@@ -313,7 +315,7 @@ def test_simulator_behaviour_messages_and_the_agents_questions() -> None:
         if act in ("frustration", "abandonment") and prev.topic is not None:
             assert msg.topic == prev.topic  # a vent or a give-up is about the same request
         if act == "context_repair":  # the corrected topic differs from the previous one in exactly one slot
-            assert prev.topic is None or sum(a != b for a, b in zip(astuple(msg.topic), astuple(prev.topic))) == 1
+            assert prev.topic is None or sum(a != b for a, b in zip(astuple(msg.topic), astuple(prev.topic), strict=True)) == 1
         assert texts.near_copy(rng, msg, threshold=0.6).act == act
         # The agent's clarifying question is caught by the clarification lexicon; its reply to a give-up is not.
         if prev.topic is not None:

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from agent_factory.adapters.model import Turn
-from agent_factory.evaluators.components.conduct.definitions import definitions_for
-from agent_factory.evaluators.components.conduct.rules import match_condition
 from agent_factory.evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
 from agent_factory.evaluators.collect.schema import json_schema
+from agent_factory.evaluators.components.conduct.definitions import definitions_for
+from agent_factory.evaluators.components.conduct.rules import match_condition
 from agent_factory.evaluators.core import DataDefinition
 from agent_factory.factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
 from agent_factory.factory.compile.patterns import limits, normative

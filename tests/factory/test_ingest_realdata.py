@@ -132,7 +132,7 @@ def test_trail_turns_have_a_request_and_an_answer_from_their_model_calls(tmp_pat
     assert len(rows) == 52
     both = [r for r in rows if r[1] and r[2]]
     assert len(both) >= 50
-    for tid, request, answer, attributes in both:
+    for tid, _request, _answer, attributes in both:
         a = json.loads(attributes)
         # The roots are empty here: the text comes from model calls, and the turn and its coverage say which.
         assert (a["request_source"], a["answer_source"]) == ("llm_input", "llm_output")

@@ -7,10 +7,14 @@ import json
 import re
 import tracemalloc
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
+
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
 from agent_factory.evaluators.stats import normalize_text
 from agent_factory.factory.simulate import (
@@ -25,16 +29,7 @@ from agent_factory.factory.simulate import (
     load_config,
     simulate,
 )
-from agent_factory.factory.simulate.texts import (
-    INJECTIONS,
-    followup_request,
-    near_copy,
-    new_request,
-    resend_kind,
-)
-from pydantic import ValidationError
-
-from agent_factory.errors import SpecError
+from agent_factory.factory.simulate.texts import INJECTIONS, followup_request, near_copy, new_request, resend_kind
 
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
@@ -187,7 +182,7 @@ def _replay_label_check(out: Path) -> tuple[int, int, list[tuple[str, str, bool,
     for turns in sessions.values():
         turns.sort(key=lambda r: r["turn_index"])
         assert not turns[0]["is_replay"] and turns[0]["replay_of"] is None
-        for a, b in zip(turns, turns[1:]):
+        for a, b in pairwise(turns):
             x, y = logged[a["trace_id"]], logged[b["trace_id"]]
             verbatim = normalize_text(x) == normalize_text(y)
             replay = verbatim or definition_jaccard(x, y) >= 0.6

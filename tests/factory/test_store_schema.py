@@ -6,11 +6,11 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from agent_factory.factory.cli import app
-from agent_factory.factory.store import SCHEMA_VERSION, Store
 from typer.testing import CliRunner
 
 from agent_factory.errors import StoreError
+from agent_factory.factory.cli import app
+from agent_factory.factory.store import SCHEMA_VERSION, Store
 
 
 def _older_store(path: Path) -> None:

@@ -188,6 +188,10 @@ def example_for_schema(schema: dict[str, Any], root: dict[str, Any] | None = Non
         if parts and all(isinstance(p, dict) for p in parts):
             return {k: v for p in parts for k, v in p.items()}
         return parts[0] if parts else None
+    return _example_for_type(schema, root, depth)
+
+
+def _example_for_type(schema: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "null")

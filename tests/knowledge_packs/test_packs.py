@@ -9,17 +9,10 @@ from pathlib import Path
 
 import pydantic
 import pytest
-from agent_factory.knowledge_packs import (
-    GROUP,
-    KnowledgePack,
-    default_pack_path,
-    list_packs,
-    load_pack,
-    loader,
-)
-from agent_factory.knowledge_packs.loader import merge_pack_data, resolve_pack
 
 from agent_factory.errors import SpecError, UnknownNameError
+from agent_factory.knowledge_packs import GROUP, KnowledgePack, default_pack_path, list_packs, load_pack, loader
+from agent_factory.knowledge_packs.loader import merge_pack_data, resolve_pack
 
 
 def write(path: Path, body: str) -> Path:

@@ -11,7 +11,7 @@ A row with a rater B fact for an item is one (unit, item) pair; rows without it 
 
 from __future__ import annotations
 
-from typing import Literal, cast
+from typing import Literal
 
 from agent_factory.evaluators.core.model import Value
 
@@ -38,5 +38,5 @@ def parse_rater_key(key: str) -> tuple[str, str] | None:
 def as_value(raw: object) -> Value | None:
     """A stored rater fact as a Value; None when it is not one (a malformed fact is not a rating)."""
     if isinstance(raw, str) and raw in VALUES:
-        return cast(Value, raw)
+        return raw
     return None

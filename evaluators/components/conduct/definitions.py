@@ -16,12 +16,11 @@ digest: editing a clause's regex or rule invalidates exactly the data generated 
 
 from __future__ import annotations
 
+from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.evaluators.core.model import DataDefinition, Projection
 from agent_factory.evaluators.core.registry import get_rule
 from agent_factory.knowledge_packs import KnowledgePack
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition
-
-from agent_factory.errors import SpecError, UnknownNameError
 
 TRIGGER_RULE = "conduct.clause_trigger"
 """Generic rule deciding a clause's built-in trigger condition."""

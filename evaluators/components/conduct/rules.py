@@ -142,9 +142,11 @@ def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) ->
             if value is not _MISSING and value is not None:
                 hits.append(whole(owner, f"attributes.{key}", str(value)))
     for key, wanted in cond.attribute_equals.items():
-        found = [(t.id, "mode", t.mode) for t in _turns(unit) if key == MODE_KEY and t.mode is not None]
-        found += [(owner, f"attributes.{key}", lookup(attrs, key)) for owner, attrs in owners]
-        hits += [whole(owner, field, str(value)) for owner, field, value in found if _equals(value, wanted)]
+        values: list[tuple[str, str, Any]] = [
+            (t.id, "mode", t.mode) for t in _turns(unit) if key == MODE_KEY and t.mode is not None
+        ]
+        values += [(owner, f"attributes.{key}", lookup(attrs, key)) for owner, attrs in owners]
+        hits += [whole(owner, field, str(value)) for owner, field, value in values if _equals(value, wanted)]
     return list(dict.fromkeys(hits))  # the same range found by two patterns is cited once
 
 
@@ -240,6 +242,7 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
 
 
 def describe_matchers(cond: ClauseCondition) -> str:
+    """What a clause condition matches on, for a reason text (`regex/tools match`)."""
     return "/".join(cond.matchers()) + " match"
 
 
@@ -275,7 +278,9 @@ def _verdict(
 @rule("conduct.one_tool_call_per_message")
 def one_tool_call_per_message(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Every assistant message makes at most one tool call. A violation cites the message's tool calls."""
-    bad, good, n = [], [], 0
+    bad: list[EvidencePointer] = []
+    good: list[EvidencePointer] = []
+    n = 0
     for _turn, msg, calls in _messages(unit):
         if calls:
             n += 1
@@ -371,7 +376,9 @@ def booking_limits(unit: object, ctx: RuleContext) -> RuleAnswer:
         return _missing_clause(ctx)
     params = clause.obligation.params
     limits = {k.removeprefix("max_"): v for k, v in params.items() if k.startswith("max_") and isinstance(v, int)}
-    bad, good, unreadable, n = [], [], 0, 0
+    bad: list[EvidencePointer] = []
+    good: list[EvidencePointer] = []
+    unreadable = n = 0
     for span in _spans(unit):
         if not is_tool_call(span, clause.trigger.tool_names):
             continue

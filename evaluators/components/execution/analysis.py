@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
@@ -22,7 +23,6 @@ from agent_factory.evaluators.components.execution.definitions import (
     PROGRESS_AT_STOP,
     SPAN_ERROR,
 )
-from agent_factory.evaluators.components.execution.rollup import VERSION as ROLLUP_VERSION
 from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
@@ -35,6 +35,7 @@ from agent_factory.evaluators.components.execution.rollup import (
     rate_result,
     uncollected_results,
 )
+from agent_factory.evaluators.components.execution.rollup import VERSION as ROLLUP_VERSION
 from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
 from agent_factory.evaluators.stats import cluster_bootstrap_ci
@@ -170,7 +171,7 @@ def latency_bands(fast_s: float) -> list[tuple[str, float, float]]:
     """(name, low, high) seconds: under the fast edge, then up to 10 s, 10-120 s, over 120 s."""
     edges = [0.0, fast_s, *(e for e in BAND_EDGES_S if e > fast_s), math.inf]
     names = []
-    for lo, hi in zip(edges, edges[1:]):
+    for lo, hi in pairwise(edges):
         names.append((f"<{hi:g}s" if lo == 0 else f">{lo:g}s" if math.isinf(hi) else f"{lo:g}-{hi:g}s", lo, hi))
     return names
 

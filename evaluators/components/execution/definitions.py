@@ -44,7 +44,7 @@ def _requirement_text() -> str:
 
 def _d(id: str, question: str, *, layer: str = "trace", kind: str = "check", description: str = "") -> DataDefinition:
     return DataDefinition(
-        id=id, question=question, component="execution", layer=layer, kind=kind,  # type: ignore[arg-type]
+        id=id, question=question, component="execution", layer=layer, kind=kind,
         rule=id, tiers=("rule",), description=description,
     )
 

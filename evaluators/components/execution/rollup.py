@@ -14,10 +14,10 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Literal, NamedTuple
 
-from agent_factory.evaluators.core.model import Component, Layer, Result, Value
-from agent_factory.evaluators.core.registry import Observations, UnitRow
 import numpy as np
 
+from agent_factory.evaluators.core.model import Component, Layer, Result, Value
+from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import cluster_bootstrap_ci, cluster_proportion_ci, proportion_ci
 
 VERSION = "1"

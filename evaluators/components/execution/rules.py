@@ -72,7 +72,7 @@ def delivered(turn: Turn, ctx: RuleContext) -> RuleAnswer:
         return RuleAnswer("uncollected", reason="the source shows neither an answer nor an error for this turn")
     if state == "handed_off":
         span = turn.attributes.get("handoff_span_id")
-        evidence = (text_pointer(span, "output", None),) if isinstance(span, str) else ()
+        evidence: tuple[EvidencePointer, ...] = (text_pointer(span, "output", None),) if isinstance(span, str) else ()
         return RuleAnswer("not_applicable", fact=state, evidence=evidence,
                           reason=f"handed off to a person ({turn.attributes.get('handoff_name') or 'hand-off'}): "
                                  "neither delivered nor failed")

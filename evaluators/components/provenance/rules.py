@@ -19,7 +19,14 @@ from agent_factory.evaluators.components.provenance.definitions import (
 )
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
 from agent_factory.evaluators.provenance import VERSION as PROVENANCE_VERSION
-from agent_factory.evaluators.provenance import Coverage, FieldCoverage, InjectionFlag, coverage, scan_turn, segment_turn
+from agent_factory.evaluators.provenance import (
+    Coverage,
+    FieldCoverage,
+    InjectionFlag,
+    coverage,
+    scan_turn,
+    segment_turn,
+)
 from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = f"1;{PROVENANCE_VERSION}"

@@ -35,8 +35,8 @@ from agent_factory.evaluators.components.results.definitions import (
     RETURNED_WITHIN_T,
 )
 from agent_factory.evaluators.components.results.rollup import REDO_FLAG, session_rollup
-from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
 from agent_factory.evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
+from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
 from agent_factory.evaluators.core.model import Result, Value
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
 from agent_factory.evaluators.stats import cluster_bootstrap_ci
@@ -99,7 +99,7 @@ def sessions(obs: Observations) -> list[Session]:
         out.append(Session(
             id=sid, cluster=cluster_of(row), turns=len(own),
             ended=ended, observable=row.facts.get(RETURNED_WITHIN_T) != NOT_OBSERVABLE,
-            returned=returned if returned in (RETURNED, NOT_RETURNED, CENSORED) else None,  # type: ignore[arg-type]
+            returned=returned if returned in (RETURNED, NOT_RETURNED, CENSORED) else None,
             interval_s=float(interval) if isinstance(interval, int | float) else None,
             redo=row.values.get(REDO), feedback=_fact(row, FEEDBACK),
         ))

@@ -28,7 +28,7 @@ FEEDBACK_KINDS = ("feedback", "user_feedback", "rating", "thumbs")
 
 def _d(id: str, question: str, *, kind: str = "check", description: str = "") -> DataDefinition:
     return DataDefinition(
-        id=id, question=question, component="results", layer="conversation", kind=kind,  # type: ignore[arg-type]
+        id=id, question=question, component="results", layer="conversation", kind=kind,
         rule=id, tiers=("rule",), description=description,
     )
 

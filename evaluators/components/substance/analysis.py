@@ -23,7 +23,13 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
-from agent_factory.evaluators.components.execution.rollup import Meta, cluster_of, count_result, rate_result, uncollected_results
+from agent_factory.evaluators.components.execution.rollup import (
+    Meta,
+    cluster_of,
+    count_result,
+    rate_result,
+    uncollected_results,
+)
 from agent_factory.evaluators.components.substance.definitions import ITEMS
 from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow

@@ -39,7 +39,7 @@ def _d(id: str, question: str, *, applies_when: str, description: str, rule: str
     note = f" Applicability rules {rule_version}." if rule_version else ""
     return DataDefinition(
         id=id, question=question, component="substance", layer="trace", applies_when=applies_when, rule=rule,
-        tiers=tiers, projection=projection, description=description + note,  # type: ignore[arg-type]
+        tiers=tiers, projection=projection, description=description + note,
     )
 
 

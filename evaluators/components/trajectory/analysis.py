@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable
+from itertools import pairwise
 from typing import Literal, NamedTuple
 
 from agent_factory.evaluators.components.execution.rollup import (
@@ -138,8 +139,8 @@ def outcomes(obs: Observations, pack: KnowledgePack) -> list[Result]:
         decided = [(cluster_of(r), r.values[item] == "yes") for r in rows if r.values.get(item) in ("yes", "no")]
         out.append(rate_result(decided, meta, layer="conversation", metric=f"event_share.{short(item)}",
                                note="sessions where the event occurred, of those where it was decided"))
-        counted = [r.facts[item] for r in rows
-                   if r.values.get(item) in ("yes", "no") and isinstance(r.facts.get(item), int | float)]
+        counted = [f for r in rows
+                   if r.values.get(item) in ("yes", "no") and isinstance(f := r.facts.get(item), int | float)]
         out.append(count_result(meta, layer="conversation", metric=f"event_count.{short(item)}",
                                 value=int(sum(counted)), n=len(counted),
                                 note="occurrences summed over sessions whose collector reported a count"))
@@ -183,7 +184,7 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
     for conv_id, trs in by_conv.items():
         trs = sorted(trs, key=lambda r: r.index)
         idx = replayed.get(conv_id)
-        for prev, cur in zip(trs, trs[1:]):
+        for prev, cur in pairwise(trs):
             if idx is None:
                 unread += 1
                 continue

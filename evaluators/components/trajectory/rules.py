@@ -16,6 +16,7 @@ turn before it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Literal, NamedTuple
 
 from agent_factory.adapters.model import FAILED_STATES, Conversation, EvidencePointer, Turn
@@ -88,7 +89,7 @@ def replays(conv: Conversation, pack: KnowledgePack) -> list[tuple[Turn, Turn, R
     """(previous turn, turn, kind) for every turn that resends the request just before it."""
     threshold = pack.thresholds.redo_jaccard
     out = []
-    for prev, cur in zip(conv.turns, conv.turns[1:]):
+    for prev, cur in pairwise(conv.turns):
         kind = replay_kind(prev.request, cur.request, threshold)
         if kind is not None:
             out.append((prev, cur, kind))
@@ -178,7 +179,7 @@ def context_repair(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
 @rule(CLARIFICATION_LOOP)
 def clarification_loop(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
     exchanges: list[tuple[Turn, Hit, Turn]] = []
-    for t, reply in zip(conv.turns, conv.turns[1:]):
+    for t, reply in pairwise(conv.turns):
         hit = find_lexicon(t.answer, kind="clarification", pack=ctx.pack, unit_id=t.id, field="answer")
         if hit is not None:
             exchanges.append((t, hit, reply))
