@@ -43,10 +43,11 @@ def _call_id(span: Span) -> str | None:
     return None
 
 
-def _args_text(args: Any) -> str | None:
-    if args is None:
+def _text(value: Any) -> str | None:
+    # Arguments and results as recorded: strings as they are, structured values as JSON.
+    if value is None:
         return None
-    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, sort_keys=True)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _from_messages(value: Any) -> list[dict[str, Any]]:
@@ -70,11 +71,11 @@ def _from_messages(value: Any) -> list[dict[str, Any]]:
             if isinstance(p, Mapping) and str(p.get("type", "")).replace("-", "_") in ("tool_call", "function_call"):
                 calls.append({"id": p.get("id") or p.get("toolCallId") or p.get("call_id"),
                               "name": p.get("name") or p.get("toolName"),
-                              "arguments": _args_text(p.get("arguments", p.get("args", p.get("input"))))})
+                              "arguments": _text(p.get("arguments", p.get("args", p.get("input"))))})
         for c in m.get("tool_calls") or []:
             if isinstance(c, Mapping):
                 fn = f if isinstance(f := c.get("function"), Mapping) else c
-                calls.append({"id": c.get("id"), "name": fn.get("name"), "arguments": _args_text(fn.get("arguments"))})
+                calls.append({"id": c.get("id"), "name": fn.get("name"), "arguments": _text(fn.get("arguments"))})
     return [c for c in calls if isinstance(c["name"], str) and c["name"]]
 
 
@@ -85,7 +86,7 @@ def _from_openinference(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
             name = c.get("tool_call.function.name")
             if isinstance(name, str) and name:
                 calls.append({"id": c.get("tool_call.id"), "name": name,
-                              "arguments": _args_text(c.get("tool_call.function.arguments"))})
+                              "arguments": _text(c.get("tool_call.function.arguments"))})
     return calls
 
 
@@ -105,12 +106,6 @@ def output_tool_calls(span: Span) -> list[dict[str, Any]]:
         if calls:
             return calls
     return []
-
-
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def input_tool_results(span: Span) -> dict[str, str]:

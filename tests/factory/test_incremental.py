@@ -53,13 +53,9 @@ def _mentions(row: tuple, ids: set[str]) -> bool:
 
 
 @pytest.fixture
-def env(tmp_path: Path, fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> Path:  # noqa: F811
-    monkeypatch.chdir(tmp_path)
-    for k, v in {"AGENT_FACTORY_SMALL_MODEL": "openai/fake-small", "AGENT_FACTORY_API_BASE": fake_openai.base_url,
-                 "OPENAI_API_KEY": "test", "AGENT_FACTORY_JURY": ""}.items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.delenv("AGENT_FACTORY_CONFIG", raising=False)
-    return tmp_path
+def env(model_env: Path) -> Path:
+    """The shared fake-model environment (tests/factory/conftest.py)."""
+    return model_env
 
 
 def test_edit_one_clause_recollects_only_that_clause(env: Path, fake_openai: FakeOpenAIServer) -> None:  # noqa: F811
