@@ -102,6 +102,10 @@ class CollectorIdentity(Frozen):
     """Rule version, or the prompt template's digest for model tiers."""
 
 
+PRIMARY_RATER = "primary"
+"""The rater of the data a suite's own cascade collects; analyses read these unless asked otherwise."""
+
+
 class AtomicDatum(Frozen):
     """One collected datum: a checkable judgment or fact about one unit, with evidence and no score."""
 
@@ -131,6 +135,10 @@ class AtomicDatum(Frozen):
     """Share of the projected evidence's characters the collector actually saw (1.0 = full text)."""
     key: str = ""
     """Cache key k = hash(v || hash(pi(x))) it was stored under."""
+    rater: str = Field(default=PRIMARY_RATER, pattern=r"^(primary|audit:.+)$")
+    """Which rater collected it: `primary` (the suite's cascade) or `audit:<model-id>` (a second collector over a
+    sample, for the audit's agreement). Part of the stored datum's key, so a second rater never overwrites the
+    first."""
 
     @model_validator(mode="after")
     def _reasoned(self) -> AtomicDatum:
