@@ -41,6 +41,7 @@ from agent_factory.factory.store import Store
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack, load_pack, resolve_pack
 from agent_factory.knowledge_packs.loader import merge_pack_data, read_pack_yaml, validate_pack_data
+from agent_factory.validation import describe_error
 
 SUITE_FILE = "suite.yaml"
 MANIFEST_FILE = "manifest.json"
@@ -181,9 +182,7 @@ def read_approval(directory: Path) -> Approval | None:
     except OSError as e:
         raise SpecError(f"{path}: cannot read the approval ({e.strerror}); approve the suite again") from None
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise SpecError(f"{path}: {loc}: {err['msg']}; approve the suite again") from None
+        raise SpecError(f"{path}: {describe_error(e)}; approve the suite again") from None
 
 
 def built(directory: Path) -> bool:

@@ -21,6 +21,7 @@ from pydantic import ValidationError
 
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.knowledge_packs.model import KnowledgePack
+from agent_factory.validation import describe_error
 
 GROUP = "agent_factory.knowledge_packs"
 """Entry-point group under which third-party packages register packs."""
@@ -189,55 +190,12 @@ def merge_pack_data(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, 
 # ---- validation ---------------------------------------------------------------------------------------
 
 
-def _tidy_loc(loc: tuple[int | str, ...], data: Any, *, missing: bool) -> str:
-    # Follow the error location through the input. A part the input does not have is kept only for a
-    # missing field; otherwise it is one of pydantic's union-member tags (`str`, `tuple[...]`) and dropped.
-    parts: list[str] = []
-    node = data
-    for i, part in enumerate(loc):
-        last = i == len(loc) - 1
-        if isinstance(node, dict) and (part in node or (missing and last) or part == "[key]"):
-            parts.append(f"['{part}']" if isinstance(part, str) and "." in part else str(part))
-            if part not in node:
-                break
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            parts.append(str(part))
-            node = node[part]
-        else:
-            break
-    return ".".join(parts).replace(".[", "[") or "(top level)"
-
-
-def _describe(err: ValidationError, data: Any) -> str:
-    errors = err.errors(include_url=False)
-    locs = [_tidy_loc(tuple(e["loc"]), data, missing=e["type"] == "missing") for e in errors]
-    first = errors[0]
-    # Errors at the same place are the alternatives of a union: say them in one sentence.
-    same = [e for e, loc in zip(errors, locs, strict=True) if loc == locs[0]]
-    # YAML has lists, not tuples: say "list" where the model's sequence type leaks into the message.
-    msgs = list(dict.fromkeys(
-        str(e["msg"]).removeprefix("Value error, ").replace("valid tuple", "valid list") for e in same
-    ))
-    prefix = "Input should be "
-    if len(msgs) > 1 and all(m.startswith(prefix) for m in msgs):
-        msg = prefix + " or ".join(m.removeprefix(prefix) for m in msgs)
-    else:
-        msg = msgs[0]
-    value = first.get("input")
-    if first["type"] != "value_error" and isinstance(value, str | int | float | bool):
-        msg += f" (got {str(repr(value))[:60]})"
-    others = len(errors) - len(same)
-    more = f" (and {others} more)" if others else ""
-    return f"{locs[0]}: {msg}{more}".replace("\n", " ")
-
-
 def validate_pack_data(data: dict[str, Any], *, source: Path | str) -> KnowledgePack:
     """Validate a raw (merged) mapping; `SpecError` naming `source` and the dotted field otherwise."""
     try:
         return KnowledgePack.model_validate(data)
     except ValidationError as e:
-        raise SpecError(f"{source}: {_describe(e, data)}") from None
+        raise SpecError(f"{source}: {describe_error(e, data)}") from None
 
 
 def _load_merged(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:

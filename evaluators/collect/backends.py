@@ -28,6 +28,7 @@ from agent_factory.errors import CollectionError
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.config import ModelSpec, RetryPolicy
 from agent_factory.evaluators.collect.schema import json_schema
+from agent_factory.validation import describe_error
 
 # Never fetch litellm's cost map from the network; the copy shipped with litellm is used.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -95,9 +96,7 @@ def _validate(sigma: type[BaseModel], content: str | None, tokens: int, cost: fl
     try:
         out = sigma.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(p) for p in err["loc"])
-        raise TransientModelError("schema_invalid", f"{where}: {err['msg']}", tokens=tokens, cost_usd=cost) from None
+        raise TransientModelError("schema_invalid", describe_error(e, raw), tokens=tokens, cost_usd=cost) from None
     return Reply(data=out.model_dump(by_alias=True), tokens=tokens, cost_usd=cost)
 
 

@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.core.model import CascadeConfig
 from agent_factory.frozen import Frozen
+from agent_factory.validation import describe_error
 
 CONFIG_FILE = "agent-factory.toml"
 """Looked up in the working directory when no path is given."""
@@ -297,6 +298,4 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
     try:
         return ModelConfig.model_validate(raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "<top>"
-        raise SpecError(f"{source}: {loc}: {err['msg']}") from None
+        raise SpecError(f"{source}: {describe_error(e, raw)}") from None

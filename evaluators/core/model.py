@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError, model_validator
 from agent_factory.adapters.model import EvidencePointer, stable_id
 from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
+from agent_factory.validation import describe_error
 
 Component = Literal["execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication"]
 """The seven components: a spine (execution -> substance -> trajectory -> results), conduct across it, and
@@ -266,6 +267,4 @@ def load_yaml_model(model: type[BaseModel], path: Path) -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "<top>"
-        raise SpecError(f"{path}: {loc}: {err['msg']}") from None
+        raise SpecError(f"{path}: {describe_error(e, data)}") from None

@@ -43,6 +43,7 @@ from agent_factory.factory.compile.parse import Sentence, language, sentences
 from agent_factory.factory.compile.patterns import Form, FormKind, Polarity
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer, ConditionField
+from agent_factory.validation import describe_error
 
 VERSION = "1"
 """Version of the orchestrator (prompt, output schema, validation); the prompt text enters every cache key."""
@@ -244,9 +245,7 @@ def render_prompt(batch: Sequence[Pending], catalogue: Catalogue, *, redactor: R
 
 
 def _first_error(e: ValidationError) -> str:
-    err = e.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    return f"{where}: {err['msg']}" if where else str(err["msg"])
+    return describe_error(e).removeprefix("(top level): ")
 
 
 def _condition(p: ConditionProposal, part: str, cat: Catalogue, text: str) -> ClauseCondition | None:

@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
+from agent_factory.validation import describe_error
 
 FAST_OK_TOP_S = 10.0
 """Quick delivered normal answers (greetings, cached figures) take from 1 s up to this."""
@@ -413,13 +414,4 @@ def load_config(path: Path, **overrides: Any) -> SimConfig:
     try:
         return SimConfig.model_validate({**data, **overrides})
     except ValidationError as e:
-        raise SpecError(f"{path}: {format_validation_error(e)}") from e
-
-
-def format_validation_error(e: ValidationError) -> str:
-    """One line per problem, each starting with the field's name."""
-    parts = []
-    for err in e.errors():
-        where = ".".join(str(x) for x in err["loc"]) or "config"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
+        raise SpecError(f"{path}: {describe_error(e, {**data, **overrides})}") from None
