@@ -11,7 +11,6 @@ with the span ids), so coverage can tell a reader where the text came from.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +25,7 @@ from agent_factory.adapters.otel.messages import (
     reply_text,
 )
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
+from agent_factory.digest import digest
 
 SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
 """Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
@@ -132,8 +132,8 @@ def roots_first(spans: Sequence[Span]) -> list[Span]:
 
 
 FINISH_KEYS = ("gen_ai.response.finish_reasons", "finish_reason", "llm.finish_reason", "ai.response.finishReason",
-               "gen_ai.response.finish_reason")
-"""Span attributes carrying a model call's finish reason(s)."""
+               "gen_ai.response.finish_reason", "finish_reasons")
+"""Span attributes carrying a model call's finish reason(s) (turn assembly and provenance coverage read these)."""
 USAGE, SYSTEM_SHA, SYSTEM_CHARS = "tokens", "system_prompt_sha256", "system_prompt_chars"
 """Turn attributes: the turn's token usage counted once (`{"input", "output", "total", "counted"}`), and the
 system prompt's digest and length (the text stays on the span that carried it)."""
@@ -230,7 +230,7 @@ def turn_attributes(root: Span | None, spans: Sequence[Span]) -> dict[str, Any]:
         attrs[USAGE] = usage
     prompt = system_prompt(spans)
     if prompt is not None:
-        attrs[SYSTEM_SHA] = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
+        attrs[SYSTEM_SHA] = digest(prompt)
         attrs[SYSTEM_CHARS] = len(prompt)
     return attrs
 

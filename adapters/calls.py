@@ -27,9 +27,10 @@ from agent_factory.adapters.assemble import (
     roots_first,
     turn_attributes,
 )
-from agent_factory.adapters.model import Span, Turn, stable_id
+from agent_factory.adapters.model import Span, Turn
 from agent_factory.adapters.otel.messages import model_messages, reply_text
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
+from agent_factory.digest import stable_id
 
 CALL_GROUP = "call_group"
 """Turn attribute of a turn built from client-only calls: the key of its conversation's call group (a session

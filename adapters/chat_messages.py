@@ -9,7 +9,6 @@ pointer can cite the exact message of the source.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from agent_factory.adapters.chat_io import RecordProblem, json_type, problem_from
 from agent_factory.adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
+from agent_factory.digest import digest
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 """Accepted message roles (`developer` is the newer name of `system`)."""
@@ -187,7 +187,7 @@ def convert_messages(messages: list[Any], *, conversation_id: str, user_id: str 
     prompt = "\n\n".join(system)
     attrs: dict[str, Any] = {"message_count": len(messages), "system_messages": len(system)}
     if system:
-        attrs["system_prompt_sha256"] = hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()
+        attrs["system_prompt_sha256"] = digest(prompt)
         attrs["system_prompt_chars"] = len(prompt)
     return Converted(turns=built, attributes=attrs)
 

@@ -7,7 +7,6 @@ produced. Ids are stable: taken from the source where it has them, otherwise der
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from typing import Any, Literal
 
@@ -39,13 +38,6 @@ TextField = Literal["request", "answer", "input", "output", "error"]
 """Fields of a unit that evidence pointers may cite."""
 
 
-def stable_id(*parts: object, prefix: str = "") -> str:
-    """A short deterministic id from content parts (sha256, 16 hex chars)."""
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(repr(p).encode("utf-8", "surrogatepass"))
-        h.update(b"\x1f")
-    return f"{prefix}{h.hexdigest()[:16]}"
 
 
 class EvidencePointer(Frozen):

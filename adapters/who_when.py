@@ -18,8 +18,6 @@ benchmark's step). The labels become outcome events of the conversation: `mistak
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,6 +28,7 @@ from agent_factory.adapters.assemble import REQUEST_SOURCE
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
+from agent_factory.digest import digest
 
 HUMAN_ROLES = frozenset({"human"})
 """Roles (without a `name`) of the person who asked: not an agent, so not a span."""
@@ -166,9 +165,7 @@ def _labels(record: dict[str, Any], cid: str, trace: str, spans: dict[int, Span]
 
 def _content_id(record: dict[str, Any]) -> str:
     # The benchmark repeats question ids across runs, so the id comes from the run's content.
-    canon = json.dumps([record.get("question_ID"), record.get("question"), record["history"]],
-                       ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return "whowhen-" + hashlib.sha256(canon.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return "whowhen-" + digest([record.get("question_ID"), record.get("question"), record["history"]], n=16)
 
 
 def _prompts(value: Any) -> dict[str, Any]:
@@ -178,7 +175,7 @@ def _prompts(value: Any) -> dict[str, Any]:
         raise RecordProblem("system_prompt", f"system_prompt must be an object, got {json_type(value)}")
     # Like the chat adapters: the prompt's hash and length, not its text.
     return {"system_prompts": {
-        str(k): {"sha256": hashlib.sha256(str(v).encode("utf-8", "surrogatepass")).hexdigest(), "chars": len(str(v))}
+        str(k): {"sha256": digest(str(v)), "chars": len(str(v))}
         for k, v in value.items()
     }}
 

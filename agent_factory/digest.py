@@ -17,6 +17,17 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+def stable_id(*parts: object, prefix: str = "") -> str:
+    """A short deterministic id from content parts: sha256 over each part's `repr` and a separator, 16 hex
+    characters after `prefix`. Unit ids are made this way since the first store: the encoding is kept so ids
+    stay the same across versions (content digests use `digest`)."""
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode("utf-8", "surrogatepass"))
+        h.update(b"\x1f")
+    return f"{prefix}{h.hexdigest()[:16]}"
+
+
 def digest(value: Any, *, n: int = 64) -> str:
     """sha256 hex (first `n` characters) of `value`: bytes as they are, str as UTF-8, anything else as its
     canonical JSON."""

@@ -8,7 +8,6 @@ suite's files into `dir/approved/` with `approval.json`; runs read that snapshot
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from agent_factory.digest import digest
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.evaluator_file import refresh
@@ -448,19 +448,19 @@ def approve_suite(directory: Path, *, by: str | None = None, note: str | None = 
     if refresh(directory, suite.pack):  # a hand edit of pack.yaml: the conduct file follows its clauses
         suite = read_suite_files(directory)
     files = read_suite_bytes(directory)
-    hashes = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}
-    digest = files_digest(hashes)
+    hashes = {rel: digest(data) for rel, data in files.items()}
+    suite_digest = files_digest(hashes)
     try:
         existing = read_approval(directory)
     except SpecError:
         existing = None  # a damaged approval is what approving again repairs
-    if existing is not None and existing.suite_digest == digest == snapshot_digest(directory):
+    if existing is not None and existing.suite_digest == suite_digest == snapshot_digest(directory):
         return existing
     inv = directory / INVARIANTS_FILE
     entries = read_invariants(inv) if inv.is_file() else ()
     listed = {e.clause for e in entries}
     approval = Approval(
-        suite_digest=digest, files=hashes, by=by or os.environ.get("USER") or "unknown",
+        suite_digest=suite_digest, files=hashes, by=by or os.environ.get("USER") or "unknown",
         at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"), note=note,
         invariants=tuple(e.clause for e in entries if e.confirmed),
         unconfirmed=tuple(e.clause for e in entries if not e.confirmed),

@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
 
-from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent, Turn, stable_id
+from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent, Turn
+from agent_factory.digest import stable_id
 from agent_factory.evaluators.core import EngagementView
 from agent_factory.factory.store import Store
 

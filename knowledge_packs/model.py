@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_factory.adapters.model import stable_id
+from agent_factory.digest import stable_id
 from agent_factory.frozen import Frozen
 
 T = TypeVar("T")

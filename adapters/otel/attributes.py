@@ -206,16 +206,6 @@ def _json_strings(value: Any) -> str | None:
     return "\n".join(out) or None
 
 
-def input_text(attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The span's input text and the attribute key it was copied from verbatim (None if it was rendered)."""
-    return _pick(attrs, _INPUT_RULES, _key_index(attrs))
-
-
-def output_text(attrs: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """The span's output text and the attribute key it was copied from verbatim (None if it was rendered)."""
-    return _pick(attrs, _OUTPUT_RULES, _key_index(attrs))
-
-
 def _key_index(attrs: Mapping[str, Any]) -> str:
     # One string of all keys, so "is any key under prefix P" is one C-level substring search per rule.
     return "\n" + "\n".join(attrs)

@@ -13,8 +13,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from agent_factory.adapters.model import COMPLETE_WITHOUT, Span, stable_id
+from agent_factory.adapters.model import COMPLETE_WITHOUT, Span
 from agent_factory.adapters.otel.messages import indexed_messages, maybe_json
+from agent_factory.digest import stable_id
 
 TOOL_NAME_KEYS = ("tool.name", "gen_ai.tool.name", "ai.toolCall.toolName", "ai.toolCall.name")
 """Span attributes that name the tool a span called (OpenInference, OTel GenAI, Vercel AI SDK)."""

@@ -14,7 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from agent_factory.adapters.model import EvidencePointer, stable_id
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.digest import stable_id
 from agent_factory.errors import SpecError
 from agent_factory.frozen import Frozen
 from agent_factory.validation import describe_error

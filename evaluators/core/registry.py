@@ -13,7 +13,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn, stable_id
+from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
+from agent_factory.digest import stable_id
 from agent_factory.errors import UnknownNameError
 from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.source import closure_digest, function_digest
@@ -72,7 +73,8 @@ class UnitRow(NamedTuple):
     layer: Layer
     user_id: str | None
     conversation_id: str | None
-    index: int  # type: ignore[assignment]  # shadows tuple.index: renamed with the registry rewrite (review A.9)
+    position: int
+    """The turn's index in its conversation (0 for other layers); named so as not to shadow `tuple.index`."""
     start: float | None
     """Epoch seconds."""
     end: float | None

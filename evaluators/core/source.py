@@ -25,7 +25,6 @@ interpreter upgrade reruns what it covers.
 from __future__ import annotations
 
 import ast
-import hashlib
 import inspect
 import sys
 import sysconfig
@@ -35,7 +34,8 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
-from agent_factory.adapters.model import stable_id
+from agent_factory.digest import digest as sha256_digest
+from agent_factory.digest import stable_id
 
 _FRAMEWORK = __name__.partition(".")[0]
 _PLAIN = (str, int, float, bool, bytes, type(None))
@@ -145,8 +145,7 @@ def _read(module: ModuleType) -> tuple[ModuleType, str, frozenset[str]]:
         if source is None:
             digest, imports = _compiled(module)
         else:
-            # The bytes and encoding of `evaluators.collect.cache.sha256` (which core cannot import).
-            digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            digest = sha256_digest(source, n=16)
             imports = frozenset(_imports(module, source))
         hit = _MODULES[module.__name__] = (module, digest, imports)
     return hit

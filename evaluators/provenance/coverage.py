@@ -22,7 +22,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agent_factory.adapters.assemble import ANSWER_SOURCE, ANSWER_SPAN, REQUEST_SOURCE, REQUEST_SPAN, TRUNCATION_FINISH
+from agent_factory.adapters.assemble import (
+    ANSWER_SOURCE,
+    ANSWER_SPAN,
+    FINISH_KEYS,
+    REQUEST_SOURCE,
+    REQUEST_SPAN,
+    TRUNCATION_FINISH,
+)
 from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
@@ -30,12 +37,9 @@ from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = f"4+norm{_norm.VERSION}"
+VERSION = f"5+norm{_norm.VERSION}"
 """Version of the coverage logic, including the normalization used to find truncation markers."""
 
-FINISH_KEYS = ("gen_ai.response.finish_reasons", "gen_ai.response.finish_reason", "llm.finish_reason",
-               "finish_reason", "finish_reasons")
-"""Attributes that carry a model call's finish reason(s); values in `TRUNCATION_FINISH` mean it was cut off."""
 
 FieldState = Literal["present", "empty", "missing"]
 """`missing`: the source did not record the field (None); `empty`: recorded but blank; `present`: has text."""
@@ -122,6 +126,7 @@ def _declared(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int
 
 
 def _finish_length(attributes: Mapping[str, Any]) -> bool:
+    # The keys turn assembly reads (`adapters.assemble.FINISH_KEYS`), looked up flat or nested.
     for key in FINISH_KEYS:
         value = lookup(attributes, key)
         values = value if isinstance(value, list | tuple) else [value]

@@ -6,7 +6,8 @@ coverage before trusting a turn's evidence.
 
 from __future__ import annotations
 
-from agent_factory.adapters.model import Turn, stable_id
+from agent_factory.adapters.model import Turn
+from agent_factory.digest import stable_id
 
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
 from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION

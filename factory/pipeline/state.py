@@ -150,7 +150,7 @@ def data_counts(store: Store) -> dict[str, dict[str, int]]:
 
 def row_order(r: UnitRow) -> tuple[Any, ...]:
     """The order analyses read rows in: (user, time), whatever order collection finished in."""
-    return (r.user_id or "", r.start if r.start is not None else 0.0, r.conversation_id or "", r.index, r.unit_id)
+    return (r.user_id or "", r.start if r.start is not None else 0.0, r.conversation_id or "", r.position, r.unit_id)
 
 
 def load_rows(store: Store, *, items: Collection[str], all_segments: bool = False) -> dict[Layer, list[UnitRow]]:

@@ -16,7 +16,7 @@ from functools import partial
 
 import numpy as np
 
-from agent_factory.adapters.model import stable_id
+from agent_factory.digest import stable_id
 from agent_factory.factory.simulate import behaviour, texts
 from agent_factory.factory.simulate.config import FAST_OK_TOP_S, SLOW_FAILURE_SHORT, Derived, SimConfig
 from agent_factory.factory.simulate.defects import plant, plants_active

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from agent_factory.adapters.model import Conversation, Engagement, Turn, stable_id
+from agent_factory.adapters.model import Conversation, Engagement, Turn
+from agent_factory.digest import stable_id
 from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     DELIVERED,

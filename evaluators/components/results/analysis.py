@@ -89,7 +89,7 @@ def sessions(obs: Observations) -> list[Session]:
     for row in obs.layer("conversation"):
         sid = row.conversation_id or row.unit_id
         own = turns.get(sid, [])
-        last = max(own, key=lambda t: (t.index, t.start or 0.0), default=None)
+        last = max(own, key=lambda t: (t.position, t.start or 0.0), default=None)
         end = None if last is None else failed(last)
         ended = None if end is None else ("failed" if end else "delivered")
         if last is not None and handed_off(last):

@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from typing import NamedTuple
 
+from agent_factory.evaluators.components.execution.definitions import DELIVERED
 from agent_factory.evaluators.components.execution.rollup import (
     Meta,
     cluster_of,
@@ -38,8 +39,6 @@ from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 
-DELIVERED = "execution.delivered"
-"""Execution's delivery datum of a turn (yes = delivered, no = failed)."""
 NO_MODE = "unknown"
 """Stratum name of turns whose mode the source does not record."""
 

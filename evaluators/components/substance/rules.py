@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from agent_factory.adapters.model import EvidencePointer, Turn, stable_id
+from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.digest import stable_id
 from agent_factory.evaluators.components.substance.definitions import (
     APPLIES_CONSTRAINTS,
     APPLIES_CONTEXT,

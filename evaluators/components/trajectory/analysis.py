@@ -19,6 +19,7 @@ from collections.abc import Hashable
 from itertools import pairwise
 from typing import Literal, NamedTuple
 
+from agent_factory.evaluators.components.execution.definitions import DELIVERED
 from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
@@ -41,8 +42,6 @@ from agent_factory.knowledge_packs import KnowledgePack
 
 VERSION = "1"
 
-DELIVERED = "execution.delivered"
-"""Execution's delivery datum of a turn (yes = delivered, no = failed)."""
 
 Outcome = Literal["smooth", "struggled", "blocked", "censored", "undetermined"]
 OUTCOMES: tuple[Outcome, ...] = ("smooth", "struggled", "blocked", "censored", "undetermined")
@@ -182,7 +181,7 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
     after: dict[bool, list[tuple[Hashable, bool]]] = {True: [], False: []}
     undecided = unread = 0
     for conv_id, trs in by_conv.items():
-        trs = sorted(trs, key=lambda r: r.index)
+        trs = sorted(trs, key=lambda r: r.position)
         idx = replayed.get(conv_id)
         for prev, cur in pairwise(trs):
             if idx is None:
@@ -192,7 +191,7 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
             if state not in ("yes", "no"):
                 undecided += 1
                 continue
-            after[state == "no"].append((cluster_of(cur), cur.index in idx))
+            after[state == "no"].append((cluster_of(cur), cur.position in idx))
     note = (f"{undecided} pairs with the previous delivery undecided and {unread} pairs of sessions without "
             "replay data excluded")
     return [
