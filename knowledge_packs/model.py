@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from agent_factory.adapters.model import SpanKind
 from agent_factory.digest import stable_id
 from agent_factory.frozen import Frozen
 
@@ -50,8 +51,6 @@ TurnTextField = Literal["request", "answer"]
 """Text fields of a turn."""
 SpanTextField = Literal["input", "output"]
 """Text fields of a span."""
-SpanKindName = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding", "other"]
-"""Span kinds, as in `adapters.model.SpanKind`."""
 
 
 # Packs are frozen, so values derived from one are computed once per pack object, not once per turn. Packs hold
@@ -263,7 +262,7 @@ class CoveragePolicy(Frozen):
 
     required_turn_fields: tuple[TurnTextField, ...] = ("request", "answer")
     """Turn fields whose absence makes the turn's evidence incomplete."""
-    required_span_fields: dict[SpanKindName, tuple[SpanTextField, ...]] = Field(default_factory=dict)
+    required_span_fields: dict[SpanKind, tuple[SpanTextField, ...]] = Field(default_factory=dict)
     """Span kind -> fields whose absence makes the turn incomplete. Other fields are reported but not
     required (many sources do not record inputs of chain spans). An errored span's missing output is never
     required: its error is the evidence."""

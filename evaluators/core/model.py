@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
@@ -259,7 +259,10 @@ class EvaluatorSpec(Frozen):
         return stable_id(json.dumps(parts, sort_keys=True, ensure_ascii=False), prefix="v")
 
 
-def load_yaml_model(model: type[BaseModel], path: Path) -> Any:
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_yaml_model(model: type[M], path: Path) -> M:
     """Load a frozen model from YAML; a `SpecError` naming the file and dotted field on failure."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))

@@ -53,12 +53,11 @@ from agent_factory.factory.compile.model import (
     MergedCheck,
 )
 from agent_factory.factory.evaluator_file import EVALUATORS_DIR, PACK_FILE, evaluator_yaml, make_evaluator
-from agent_factory.factory.suite import INVARIANTS_FILE, SUITE_FILE, read_invariants
+from agent_factory.factory.suite import INVARIANTS_FILE, MANIFEST_FILE, SUITE_FILE, read_invariants
 from agent_factory.knowledge_packs import KnowledgePack, load_pack
 from agent_factory.knowledge_packs.loader import resolve_pack
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseLayer
 
-MANIFEST = "manifest.json"
 _LEXICONS = ("injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair")
 
 
@@ -200,7 +199,7 @@ def matches_everything(trigger: ClauseCondition) -> bool:
 
 
 def _write(out: Path, files: dict[str, bytes]) -> None:
-    old = out / MANIFEST
+    old = out / MANIFEST_FILE
     if old.is_file():
         try:
             stale = set(json.loads(old.read_text(encoding="utf-8")).get("files", {})) - set(files)
@@ -295,7 +294,7 @@ def build_suite(
     if model is not None and model.small is not None:
         # Only when a model is configured: a deterministic build's manifest stays as it always was.
         manifest["compiler"] = {"deterministic": COMPILER_VERSION, "model": model_name}
-    files[MANIFEST] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
+    files[MANIFEST_FILE] = (json.dumps(manifest, indent=2, sort_keys=True, ensure_ascii=False) + "\n").encode("utf-8")
     _write(out, files)
     missing = tuple(f"{c.id}: {c.check.missing_rule}" for c in spec.clauses if c.check.missing_rule)
     by_id = {c.id: c for c in spec.clauses}
@@ -308,4 +307,4 @@ def build_suite(
     )
 
 
-__all__ = ["MANIFEST", "PACK_FILE", "base_lexicons", "base_tools", "build_suite", "matches_everything"]
+__all__ = ["PACK_FILE", "base_lexicons", "base_tools", "build_suite", "matches_everything"]
