@@ -7,6 +7,7 @@ no file read so far stay staged until it arrives.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
@@ -80,15 +81,48 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+IGNORE_FILE = ".agent-factory-ignore"
+"""In a directory given to ingest: glob patterns (one per line, `#` comments), relative to that directory, of
+files that are not traces (the simulator lists its ground truth and settings there)."""
+
+TRACE_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
+
+
+def _ignored(directory: Path) -> Callable[[Path], bool]:
+    patterns: dict[Path, list[str]] = {}
+
+    def rules(d: Path) -> list[str]:
+        if d not in patterns:
+            f = d / IGNORE_FILE
+            lines = f.read_text(encoding="utf-8").splitlines() if f.is_file() else []
+            patterns[d] = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+        return patterns[d]
+
+    def ignored(f: Path) -> bool:
+        # Each directory's ignore file speaks for the files below it.
+        d = f.parent
+        while True:
+            rel = f.relative_to(d).as_posix()
+            if any(fnmatch.fnmatchcase(rel, pat) for pat in rules(d)):
+                return True
+            if d == directory:
+                return False
+            d = d.parent
+
+    return ignored
+
+
 def expand_paths(paths: Iterable[Path]) -> list[Path]:
-    """Files as given, directories expanded to their files (sorted, hidden files and truth files skipped)."""
+    """Files as given, directories expanded to their trace files (`.json`, `.jsonl`, `.ndjson`; sorted; hidden
+    files and those an `IGNORE_FILE` lists skipped)."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
+            ignored = _ignored(p)
             out.extend(
                 f for f in sorted(p.rglob("*"))
                 if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-                and f.suffix in {".json", ".jsonl", ".ndjson"} and not f.name.startswith(("truth", "config"))
+                and f.suffix in TRACE_SUFFIXES and not ignored(f)
             )
         elif p.exists():
             out.append(p)
@@ -194,5 +228,5 @@ def ingest_paths(
     )
 
 
-__all__ = ["FileReport", "IngestReport", "dumps", "expand_paths", "file_digest", "ingest_file",
+__all__ = ["IGNORE_FILE", "FileReport", "IngestReport", "dumps", "expand_paths", "file_digest", "ingest_file",
            "ingest_paths"]

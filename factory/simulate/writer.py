@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
+from agent_factory.factory.ingest import IGNORE_FILE
 from agent_factory.factory.simulate.config import SimConfig, derive
 from agent_factory.factory.simulate.plan import Segment, TurnPlan
 from agent_factory.factory.simulate.population import Population
@@ -142,6 +143,10 @@ def simulate(config: SimConfig, out_dir: Path, *, progress: ProgressFn | None = 
     tmp["config"].write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
     for k, v in names.items():
         os.replace(tmp[k], out_dir / v)
+    # Ingesting the directory reads the traces only: the other files are the simulation's truth and settings.
+    (out_dir / IGNORE_FILE).write_text(
+        "# Written by agent-factory simulate: ground truth and settings, not traces.\n"
+        + "".join(f"{v}\n" for k, v in names.items() if k != "traces"), encoding="utf-8")
     p: dict[str, Any] = summary["population"]
     return SimSummary(
         files={k: str(out_dir / v) for k, v in names.items()}, users=p["users"], accounts=p["accounts"],

@@ -115,3 +115,17 @@ def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
     assert subprocess.run([*cli, str(big)], env=env, capture_output=True, check=False).returncode == 0
     with Store(store) as st:
         assert _table_counts(st)["spans"] == 60_100
+
+
+def test_a_directory_ignore_file_keeps_listed_files_out(tmp_path: Path) -> None:
+    from agent_factory.factory.ingest import IGNORE_FILE, expand_paths
+
+    d = tmp_path / "traces"
+    (d / "day2").mkdir(parents=True)
+    for name in ("a.jsonl", "labels.jsonl", "notes.txt", "day2/b.jsonl", "day2/answers.json", ".hidden.jsonl"):
+        (d / name).write_text("{}\n", encoding="utf-8")
+    (d / IGNORE_FILE).write_text("# not traces\nlabels.jsonl\n\n*/answers.json\n", encoding="utf-8")
+    (d / "day2" / IGNORE_FILE).write_text("b.jsonl\n", encoding="utf-8")
+    assert expand_paths([d]) == [d / "a.jsonl"]
+    # A file named on the command line is read whatever an ignore file says.
+    assert expand_paths([d / "labels.jsonl"]) == [d / "labels.jsonl"]

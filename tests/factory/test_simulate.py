@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
 from agent_factory.evaluators.stats import normalize_text
+from agent_factory.factory.ingest import expand_paths
 from agent_factory.factory.simulate import (
     CONFIG,
     TRACES,
@@ -97,6 +98,8 @@ def test_default_population_matches_the_study(full: tuple[Path, SimSummary]) -> 
     assert s.planted == {}
     assert set(s.files) == {"traces", "truth", "truth_sessions", "truth_summary", "config"}
     assert all(Path(p).is_file() for p in s.files.values())
+    # Ingesting the output directory reads the traces alone: the simulator lists the rest as not traces.
+    assert expand_paths([out]) == [Path(s.files["traces"])]
     assert not list(out.glob(".*.tmp"))
 
 
