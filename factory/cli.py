@@ -68,12 +68,14 @@ PackOpt = Annotated[
 ]
 
 
-def _fail(e: Exception) -> typer.Exit:
+def fail(e: Exception) -> typer.Exit:
+    """The one-line error a command exits with (exit 1): what failed, never a traceback."""
     err.print(f"[red]error:[/red] {e}", soft_wrap=True)
     return typer.Exit(EXIT_USER_ERROR)
 
 
-def _emit_json(data: Any) -> None:
+def emit_json(data: Any) -> None:
+    """Print `data` as the `--json` output (indented, UTF-8 text kept)."""
     sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, default=str) + "\n")
 
 
@@ -109,10 +111,10 @@ def simulate(
             task = progress.add_task("simulating users", total=cfg.users)
             summary = run_sim(cfg, out_dir, progress=lambda done, total: progress.update(task, completed=done))
     except (AgentFactoryError, ValueError, OSError) as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     data = summary.model_dump(mode="json")
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     out.print(f"wrote simulated traffic to {out_dir}")
     for k, v in data.items():
@@ -156,10 +158,10 @@ def ingest(
                 on_record=lambda n: progress.update(task, completed=n),
             )
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     skipped = sum(1 for f in report.files if f.status == "already-ingested")
     if as_json:
-        _emit_json(report.model_dump(mode="json"))
+        emit_json(report.model_dump(mode="json"))
     else:
         for q in report.errors[:MAX_ERROR_LINES]:
             err.print(q.line(), soft_wrap=True, markup=False)
@@ -216,7 +218,7 @@ def build(
     from agent_factory.factory.compile import COMPILER_VERSION, build_suite
 
     if not spec.exists():
-        raise _fail(AgentFactoryError(f"{spec}: no such spec file"))
+        raise fail(AgentFactoryError(f"{spec}: no such spec file"))
     target = out_dir if out_dir is not None else Path("suites") / spec.stem
     counters = CallCounters()
     try:
@@ -229,7 +231,7 @@ def build(
             with DatumCache(cache_dir) as cache:
                 report = build_suite(spec, pack=pack, out=target, model=cfg, cache=cache, counters=counters)
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     compiler = f"deterministic compiler {COMPILER_VERSION}"
     if small is not None:
         compiler += (f", then the model orchestrator ({small.name}; {counters.model_calls} model call(s), "
@@ -238,7 +240,7 @@ def build(
         compiler += " (no model configured: --config or AGENT_FACTORY_SMALL_MODEL adds one)"
     err.print(f"compiler: {compiler}", markup=False, soft_wrap=True)
     if as_json:
-        _emit_json(report.model_dump(mode="json"))
+        emit_json(report.model_dump(mode="json"))
         return
     data = report.model_dump(mode="json")
     from_pack = sum(1 for c in data["clauses"] if c["origin"] == "pack")
@@ -360,7 +362,7 @@ def run(
     inputs: nothing is collected or analysed. --full walks every unit again (through the cache).
     """
     if not store.exists():
-        raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
+        raise fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
         with Store(store) as st, ExitStack() as stack:
             runner = _runner(st, store, stack=stack, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
@@ -370,9 +372,9 @@ def run(
                 runner.progress = lambda done: progress.update(task, completed=done)
                 report = runner.run()
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     if as_json:
-        _emit_json(report.model_dump(mode="json"))
+        emit_json(report.model_dump(mode="json"))
         return
     out.print(_run_line(report), markup=False)
     if report.uncollected_reasons:
@@ -414,7 +416,7 @@ def watch(
     from agent_factory.factory.watch import watch as run_watch
 
     if not directory.is_dir():
-        raise _fail(AgentFactoryError(f"{directory}: not a directory"))
+        raise fail(AgentFactoryError(f"{directory}: not a directory"))
     store.parent.mkdir(parents=True, exist_ok=True)
 
     def make_run(st: Store) -> Any:
@@ -445,7 +447,7 @@ def watch(
         run_watch(directory, store, pack=kp, make_run=make_run, interval=interval, settle=settle, cycles=cycles,
                   on_cycle=show)
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     except KeyboardInterrupt:
         err.print("stopped")
 
@@ -454,14 +456,14 @@ def watch(
 def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Counts of real traffic in the store (turns, sessions, users, spans) and turns per segment."""
     if not store.exists():
-        raise _fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
+        raise fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
         with Store(store) as st:  # read-write: opening recovers from an interrupted ingest
             data = st.counts()
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     if as_json:
-        _emit_json(data)
+        emit_json(data)
         return
     table = Table(title=f"store {store}", show_header=True)
     table.add_column("real traffic")

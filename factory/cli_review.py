@@ -13,14 +13,14 @@ import typer
 from rich.table import Table
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, _emit_json, _fail, app, err, out
+from agent_factory.factory.cli import JsonOpt, app, emit_json, err, fail, out
 
 if TYPE_CHECKING:  # the review module loads only when a command runs
     from agent_factory.factory.review import SuiteDiff
 
 
 def _missing(path: Path) -> typer.Exit | None:
-    return _fail(AgentFactoryError(f"{path}: no such file or directory")) if not path.exists() else None
+    return fail(AgentFactoryError(f"{path}: no such file or directory")) if not path.exists() else None
 
 
 @app.command()
@@ -41,9 +41,9 @@ def diff(
     try:
         d = suite_diff(old, new, pack=pack)
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     if as_json:
-        _emit_json(d.model_dump(mode="json"))
+        emit_json(d.model_dump(mode="json"))
         return
     for table in (_clause_table(d, f"clauses: {old} -> {new}"), _definition_table(d), _evaluator_table(d)):
         if table.row_count:
@@ -120,10 +120,10 @@ def approve(
             before = None  # a damaged approval: approving again repairs it, so this is no error here
         approval = approve_suite(directory, by=by, note=note)
     except AgentFactoryError as e:
-        raise _fail(e) from e
+        raise fail(e) from e
     unchanged = before is not None and before.approved and not before.newer_unapproved and before.at == approval.at
     if as_json:
-        _emit_json({"directory": str(directory), "already_approved": unchanged, **approval.model_dump(mode="json")})
+        emit_json({"directory": str(directory), "already_approved": unchanged, **approval.model_dump(mode="json")})
         return
     if unchanged:
         out.print(f"{directory} is already approved as it is (digest {approval.suite_digest[:16]}, "
