@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -22,6 +23,7 @@ from agent_factory.adapters.base import adapter_names, get_adapter
 from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
 from agent_factory.errors import AgentFactoryError, SpecError
 from agent_factory.factory.store import DEFAULT_STORE, Store
+from agent_factory.validation import describe_error
 
 EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
@@ -110,8 +112,12 @@ def simulate(
         with _progress(quiet=as_json) as progress:
             task = progress.add_task("simulating users", total=cfg.users)
             summary = run_sim(cfg, out_dir, progress=lambda done, total: progress.update(task, completed=done))
-    except (AgentFactoryError, ValueError, OSError) as e:
+    except AgentFactoryError as e:
         raise fail(e) from e
+    except ValidationError as e:  # the --users / --seed overrides
+        raise fail(SpecError(f"simulate: {describe_error(e, overrides)}")) from e
+    except OSError as e:
+        raise fail(AgentFactoryError(f"{e.filename or out_dir}: cannot write the simulation ({e.strerror})")) from e
     data = summary.model_dump(mode="json")
     if as_json:
         emit_json(data)
