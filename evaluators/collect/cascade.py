@@ -96,6 +96,10 @@ def _families(tiers: Sequence[CollectorTier]) -> list[tuple[KeyFamily, tuple[Col
     return [(f, tuple(ts)) for f, ts in groups]
 
 
+def _index(p: Pending) -> int:
+    return p.index
+
+
 def _onward(later: Sequence[CollectorTier]) -> Callable[[DataDefinition], bool]:
     def accepted(d: DataDefinition) -> bool:
         return any(t.accepts(d) for t in later)
@@ -229,7 +233,10 @@ class Cascade:
             entering: list[Pending] = []
             passed: list[Pending] = []
             for p in undecided:
-                if not any(t.accepts(p.definition) for t in group):
+                for t in group:
+                    if t.accepts(p.definition):
+                        break
+                else:
                     passed.append(p)
                     continue
                 keyed = self._enter(family, group, job, p, digest)
@@ -242,8 +249,8 @@ class Cascade:
                     reused.add(p.index)
                 else:
                     out[p.index] = self._record(keyed)
-            left = await self._run_group(group, job, entering, out)
-            undecided = sorted(passed + left, key=lambda p: p.index)
+            left = await self._run_group(group, job, entering, out) if entering else []
+            undecided = sorted(passed + left, key=_index) if passed and left else passed or left
         for p in undecided:
             model_tiers = [t for t in p.definition.tiers if t != "rule"]
             tier: Tier = model_tiers[0] if model_tiers else "small_model"
@@ -278,7 +285,10 @@ class Cascade:
         given, so the next tier's prompt lists the items handed on last (as it always has: prompts, and so the
         answers' call keys, stay the same)."""
         for n, tier in enumerate(group):
-            mine = [p for p in items if tier.accepts(p.definition)]
+            mine: list[Pending] = []
+            others: list[Pending] = []
+            for p in items:
+                (mine if tier.accepts(p.definition) else others).append(p)
             if not mine:
                 continue
             run = TierRun(job=job, keys=self.keys, caller=self.caller, rater=self.rater,
@@ -291,5 +301,5 @@ class Cascade:
                     out[p.index] = self._record(answer)
                 else:
                     handed.append(answer if answer is not None else p)
-            items = [p for p in items if not tier.accepts(p.definition)] + handed
+            items = others + handed
         return items

@@ -23,11 +23,11 @@ from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.collect.reasons import RULE_ABSTAINED, RULE_ERROR
 from agent_factory.evaluators.collect.schema import ItemAnswer
-from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
+from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier, Value
 from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
 from agent_factory.knowledge_packs import KnowledgePack
 
-if TYPE_CHECKING:  # the caller imports the backends (litellm, pydantic-ai) lazily; tiers only name its type
+if TYPE_CHECKING:  # both import this module (Pending, UnitJob); tiers only name their types
     from agent_factory.evaluators.collect.caller import ModelCaller
     from agent_factory.evaluators.collect.keys import CollectorKeys
 
@@ -35,15 +35,24 @@ KeyFamily = Literal["rule", "model"]
 """Which cache key a tier's data carry (keys.py: `rule_key` or `model_key`)."""
 
 
+# The records below are frozen dataclasses, not pydantic models: one is built per item of every unit on the
+# rules-only hot path, and a unit is whatever the adapters and views give (a Turn, a SpanView, ...).
+
+
 @dataclass(frozen=True)
 class UnitJob:
     """One unit being collected: what every tier may read."""
 
     unit_id: str
+    """The span, turn, conversation or engagement id."""
     layer: Layer
+    """Its layer (every definition collected on it has this layer)."""
     unit: Any
+    """The unit itself, as rules and the projection read it."""
     pack: KnowledgePack
+    """The knowledge pack the rules consult."""
     injection_ranges: Sequence[EvidencePointer] = ()
+    """Text flagged by provenance as addressed to an evaluator: marked as such in the prompts."""
     context: EngagementView | None = None
     """The user's window, for rules (Results) that judge a session by what followed it."""
 
@@ -55,6 +64,7 @@ class Opinion:
     label: str
     """Who said it, as the reason shows it: `small openai/gpt-4o-mini`."""
     answer: ItemAnswer
+    """Its answer (value and confidence enter the next tier's reason)."""
 
 
 @dataclass(frozen=True)
@@ -85,9 +95,13 @@ class TierRun:
     """What a tier gets besides the items: the unit, the collector's keys and model caller, and its rater."""
 
     job: UnitJob
+    """The unit."""
     keys: CollectorKeys
+    """The collector's identities and cache keys."""
     caller: ModelCaller
+    """The collector's one way to call a model (shared budget, bound and counters)."""
     rater: str
+    """The label every datum of this collector carries."""
     onward: Callable[[DataDefinition], bool]
     """Whether a later tier of this family would take the item (so abstaining on it is not the end)."""
 
@@ -99,8 +113,9 @@ class TierRun:
 def unit_datum(job: UnitJob, rater: str, p: Pending, **fields: Any) -> AtomicDatum:
     """A datum about item `p` of the unit, from `rater`."""
     d = p.definition
-    return AtomicDatum(unit_id=job.unit_id, layer=job.layer, item=d.id, item_version=d.version, rater=rater,
-                       **fields)
+    if rater != PRIMARY_RATER:  # the default is left to the model: validating it per datum costs a rules-only run
+        fields["rater"] = rater
+    return AtomicDatum(unit_id=job.unit_id, layer=job.layer, item=d.id, item_version=d.version, **fields)
 
 
 class CollectorTier(Protocol):
