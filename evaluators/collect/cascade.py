@@ -255,7 +255,7 @@ class Cascade:
             model_tiers = [t for t in p.definition.tiers if t != "rule"]
             tier: Tier = model_tiers[0] if model_tiers else "small_model"
             out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
-                                                          collector=self.keys.model_identity(tier)))
+                                                   collector=self.keys.model_identity(tier)))
         self._store([d for i, d in out.items() if i not in reused])
         return [out[i] for i in range(len(definitions))]
 
@@ -271,7 +271,7 @@ class Cascade:
             return Pending(p.index, d, key=self.keys.rule_key(d, job.pack, digest[0]))
         if d.demands_jury and not any(t.kind == "jury" and t.accepts(d) for t in group):
             return unit_datum(job, self.rater, p, value="uncollected", reason=NO_JURY,
-                                     collector=self.keys.model_identity("jury"))
+                              collector=self.keys.model_identity("jury"))
         evidence = project(job.unit, job.layer, d.projection)
         return Pending(p.index, d, key=self.keys.model_key(d, evidence, job.injection_ranges), evidence=evidence,
                        opinions=p.opinions, tokens=p.tokens, cost_usd=p.cost_usd)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.collect.reasons import RULE_ABSTAINED, RULE_ERROR
 from agent_factory.evaluators.collect.schema import ItemAnswer
@@ -27,9 +28,8 @@ from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, Data
 from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
 from agent_factory.knowledge_packs import KnowledgePack
 
-if TYPE_CHECKING:  # both import this module (Pending, UnitJob); tiers only name their types
+if TYPE_CHECKING:  # caller.py imports this module (Pending, UnitJob); tiers only name its type
     from agent_factory.evaluators.collect.caller import ModelCaller
-    from agent_factory.evaluators.collect.keys import CollectorKeys
 
 KeyFamily = Literal["rule", "model"]
 """Which cache key a tier's data carry (keys.py: `rule_key` or `model_key`)."""
