@@ -100,6 +100,38 @@ def _validate(sigma: type[BaseModel], content: str | None, tokens: int, cost: fl
     return Reply(data=out.model_dump(by_alias=True), tokens=tokens, cost_usd=cost)
 
 
+_SERVER_ERROR_NAMES = ("InternalServerError", "ServiceUnavailableError", "BadGatewayError")
+# litellm's exported exception classes per transient kind, most specific first: its Timeout derives from the
+# OpenAI SDK's connection error, so it is tested before APIConnectionError.
+_LITELLM_CLASSES: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
+    ("timeout", ("Timeout",)),
+    ("rate_limit", ("RateLimitError",)),
+    ("connection", ("APIConnectionError",)),
+    ("server_error", _SERVER_ERROR_NAMES),
+)
+
+
+def classify_litellm_error(exc: BaseException, litellm: Any) -> TransientModelError | FatalModelError:
+    """The retry layer's view of an exception litellm raised: `isinstance` against litellm's exported classes;
+    for any other class (another litellm version, a wrapper) its name and HTTP status, as litellm names them;
+    anything else is fatal."""
+    for kind, names in _LITELLM_CLASSES:
+        classes = tuple(c for n in names if isinstance(c := getattr(litellm, n, None), type))
+        if classes and isinstance(exc, classes):
+            return TransientModelError(kind, _short(exc))
+    status = getattr(exc, "status_code", None)
+    name = type(exc).__name__
+    if "Timeout" in name:
+        return TransientModelError("timeout", _short(exc))
+    if "RateLimit" in name or status == 429:
+        return TransientModelError("rate_limit", _short(exc))
+    if "Connection" in name:
+        return TransientModelError("connection", _short(exc))
+    if _transient_status(status) or name in _SERVER_ERROR_NAMES:
+        return TransientModelError("server_error", _short(exc))
+    return FatalModelError(f"{name}: {_short(exc)}")
+
+
 def _litellm() -> Any:
     import litellm  # imported lazily: it is slow to import and only needed when a model string is configured
 
@@ -147,18 +179,7 @@ class LitellmBackend:
         except (asyncio.TimeoutError, TimeoutError) as e:
             raise TransientModelError("timeout", _short(e)) from None
         except Exception as e:  # noqa: BLE001 - litellm maps every provider error to its own classes
-            status = getattr(e, "status_code", None)
-            name = type(e).__name__
-            if "Timeout" in name:
-                raise TransientModelError("timeout", _short(e)) from None
-            if "RateLimit" in name or status == 429:
-                raise TransientModelError("rate_limit", _short(e)) from None
-            if "Connection" in name:
-                raise TransientModelError("connection", _short(e)) from None
-            if _transient_status(status) or name in ("InternalServerError", "ServiceUnavailableError",
-                                                     "BadGatewayError"):
-                raise TransientModelError("server_error", _short(e)) from None
-            raise FatalModelError(f"{name}: {_short(e)}") from None
+            raise classify_litellm_error(e, litellm) from None
         usage = getattr(response, "usage", None)
         tokens = int(getattr(usage, "total_tokens", 0) or 0)
         cost = self._cost(litellm, response)

@@ -1,13 +1,18 @@
-"""phi: the collection cascade. Rules first, a small model when rules abstain, a cross-family jury when unsure.
+"""phi: the collection cascade, a composition of tiers (tiers.py). By default: rules first, a small model when
+rules abstain, a cross-family jury when unsure.
 
 For one unit and its definitions (DESIGN.md section 5):
-(a) each definition's cached datum is reused when its key is unchanged;
+(a) each definition's cached datum is reused when its key is unchanged (looked up once per key family, before
+    the family's first tier: rule keys for the rule tier, model keys for the model tiers);
 (b) its `applies_when` rule may make it not_applicable;
 (c) its rule collects it, or abstains;
 (d) every remaining model-tier item of the unit goes to the small model in ONE structured call;
 (e) items answered with confidence under `escalate_below`, or demanding a jury, go to each juror in one call
-    per juror; the majority of the whole jury decides, a tie is uncollected ("jury split");
+    per juror; the jury's reducer (majority by default) decides, no decision is uncollected ("jury split");
 (f) anything still without a value is uncollected with the reason, never guessed.
+
+A second rater is a second collector: `Cascade(tiers=[ModelTier(other)], rater=audit_rater(other))` over a
+sample of units; its data carry its rater, and its keys differ from the primary's, whose keys do not move.
 
 Every datum is cached, except uncollected ones a rerun could fix (no model configured, budget, model errors);
 a unit's data are written together when the unit is done, and every model answer the moment it arrives, so a
@@ -16,136 +21,147 @@ killed run repeats no answered call and ends with the same data.
 
 from __future__ import annotations
 
-import asyncio
+import re
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.errors import SpecError
-from agent_factory.evaluators.collect.backends import (
-    Backend,
-    BackendFactory,
-    CallCounters,
-    FatalModelError,
-    TransientModelError,
-    backend_for,
-    call_model,
-)
-from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, BudgetExhausted
-from agent_factory.evaluators.collect.cache import DatumCache, call_key, context_digest, unit_digest
+from agent_factory.evaluators.collect.backends import BackendFactory
+from agent_factory.evaluators.collect.budget import Budget
+from agent_factory.evaluators.collect.cache import DatumCache, context_digest, unit_digest
+from agent_factory.evaluators.collect.caller import ModelCaller
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, check_jury
 from agent_factory.evaluators.collect.keys import CollectorKeys
-from agent_factory.evaluators.collect.project import ProjectedEvidence, project
-from agent_factory.evaluators.collect.prompt import PromptKind, render_prompt
-from agent_factory.evaluators.collect.reasons import (
-    FATAL_MODEL_ERROR,
-    JURY_SPLIT,
-    MODEL_ERROR,
-    NO_JURY,
-    NO_MODEL,
-    RULE_ABSTAINED,
-    RULE_ERROR,
-    SCHEMA_INVALID,
-    CascadeCounters,
-    is_transient,
-    reason_category,
-)
+from agent_factory.evaluators.collect.model_tiers import JuryTier, ModelTier
+from agent_factory.evaluators.collect.project import project
+from agent_factory.evaluators.collect.reasons import NO_JURY, NO_MODEL, CascadeCounters, is_transient, reason_category
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor
-from agent_factory.evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
-from agent_factory.evaluators.core.model import AtomicDatum, DataDefinition, Layer, Tier, Value
-from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
+from agent_factory.evaluators.collect.tiers import (
+    CollectorTier,
+    KeyFamily,
+    Pending,
+    RuleTier,
+    TierRun,
+    UnitJob,
+    unit_datum,
+)
+from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier
+from agent_factory.evaluators.core.registry import EngagementView
 from agent_factory.knowledge_packs import KnowledgePack
 
-
-@dataclass(frozen=True)
-class Job:
-    """One unit and the definitions to collect about it."""
-
-    unit_id: str
-    layer: Layer
-    unit: Any
-    definitions: Sequence[DataDefinition]
-    pack: KnowledgePack
-    injection_ranges: Sequence[EvidencePointer] = ()
+_RATER = re.compile(r"^(primary|audit:.+)$")
 
 
-@dataclass
-class _Item:
-    """A model-tier item of one unit, waiting for a model."""
-
-    index: int
-    definition: DataDefinition
-    evidence: ProjectedEvidence
-    key: str
-    small_first: bool
+def audit_rater(spec: ModelSpec) -> str:
+    """The rater label of a second collector answering with `spec`: `audit:<model-id>`."""
+    return f"audit:{spec.name}"
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    """One model call over a unit's items: the answers, or why there are none."""
+def default_tiers(config: ModelConfig) -> tuple[CollectorTier, ...]:
+    """The suite's cascade: rules, then the small model and the jury that `config` names."""
+    tiers: list[CollectorTier] = [RuleTier()]
+    if config.small is not None:
+        tiers.append(ModelTier(config.small, escalate_below=config.escalate_below))
+    if config.jury:
+        tiers.append(JuryTier(config.jury))
+    return tuple(tiers)
 
-    answers: dict[str, ItemAnswer] | None
-    tokens: int = 0
-    cost_usd: float = 0.0
-    failure: str | None = None
+
+def _effective(config: ModelConfig, tiers: Sequence[CollectorTier]) -> ModelConfig:
+    """The config the keys and identities describe: the models the tiers actually hold."""
+    kinds = Counter(t.kind for t in tiers)
+    twice = sorted(k for k, n in kinds.items() if n > 1)
+    if twice:
+        raise SpecError(f"a collector takes at most one tier of each kind; got several: {', '.join(twice)}")
+    small = next((t for t in tiers if isinstance(t, ModelTier)), None)
+    jury = next((t for t in tiers if isinstance(t, JuryTier)), None)
+    return config.model_copy(update={
+        "small": small.spec if small else None,
+        "jury": jury.members if jury else (),
+        "escalate_below": small.escalate_below if small else config.escalate_below,
+    })
 
 
-def _shares(total: float, n: int, *, integer: bool) -> list[float]:
-    """Split a call's usage over its n items (integers keep their sum exactly)."""
-    if n <= 0:
-        return []
-    if integer:
-        base, extra = divmod(int(total), n)
-        return [base + (1 if i < extra else 0) for i in range(n)]
-    return [total / n] * n
+def _families(tiers: Sequence[CollectorTier]) -> list[tuple[KeyFamily, tuple[CollectorTier, ...]]]:
+    """Consecutive tiers of one key family, in order: each group shares one cache lookup."""
+    groups: list[tuple[KeyFamily, list[CollectorTier]]] = []
+    for t in tiers:
+        if groups and groups[-1][0] == t.family:
+            groups[-1][1].append(t)
+        else:
+            groups.append((t.family, [t]))
+    return [(f, tuple(ts)) for f, ts in groups]
+
+
+def _index(p: Pending) -> int:
+    return p.index
+
+
+def _onward(later: Sequence[CollectorTier]) -> Callable[[DataDefinition], bool]:
+    def accepted(d: DataDefinition) -> bool:
+        return any(t.accepts(d) for t in later)
+
+    return accepted
 
 
 class Cascade:
-    """The collector phi for one run: models, cache, budget and redactor."""
+    """The collector phi for one run: its tiers, rater, cache, budget and redactor."""
 
     def __init__(
         self,
-        config: ModelConfig,
+        config: ModelConfig | None = None,
         *,
+        tiers: Sequence[CollectorTier] | None = None,
+        rater: str = PRIMARY_RATER,
         cache: DatumCache | None = None,
         budget: Budget | None = None,
         redactor: Redactor | None = None,
         backend_factory: BackendFactory | None = None,
         templates: Path | None = None,
     ) -> None:
+        config = config if config is not None else ModelConfig()
         check_jury(config.jury)
+        if not _RATER.match(rater):
+            raise SpecError(f"rater must be `primary` or `audit:<model-id>`; got {rater!r}")
+        self.tiers: tuple[CollectorTier, ...] = tuple(tiers) if tiers is not None else default_tiers(config)
+        """The composition, in order."""
+        self.config = _effective(config, self.tiers) if tiers is not None else config
+        """The models, limits and options in effect (the tiers' models, when tiers are given)."""
+        self.rater = rater
+        """Who the data are from: `primary`, or `audit:<model-id>` for a second collector."""
         self.templates = templates
         """The prompt templates: a suite's approved copy (what a person reviewed); None: the package's."""
-        self.config = config
         self.cache = cache if cache is not None else DatumCache(None)
-        self.budget = budget if budget is not None else Budget(config.budget)
-        self.redactor = redactor if redactor is not None else load_redactor(config.redactor)
-        self._factory = backend_factory or backend_for
-        self._backends: dict[int, Backend] = {}
-        self._calls = CallCounters()
+        self.budget = budget if budget is not None else Budget(self.config.budget)
+        self.redactor = redactor if redactor is not None else load_redactor(self.config.redactor)
+        jury = next((t for t in self.tiers if isinstance(t, JuryTier)), None)
+        self.keys = CollectorKeys(self.config, self.redactor, templates=templates, rater=rater,
+                                  reducer=jury.reducer_name if jury else "majority")
+        self.caller = ModelCaller(cache=self.cache, budget=self.budget, retry=self.config.retry,
+                                  concurrency=self.config.concurrency, redactor=self.redactor,
+                                  templates=templates, backend_factory=backend_factory)
+        self._families = _families(self.tiers)
         self._counts = CascadeCounters()
-        self._sem: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
-        self.keys = CollectorKeys(config, self.redactor, templates=self.templates)
 
     # ---- counters -------------------------------------------------------------------------------
 
     @property
     def model_calls(self) -> int:
         """Requests sent to model providers (every attempt, retries included)."""
-        return self._calls.model_calls
+        return self.caller.counters.model_calls
 
     @property
     def tokens(self) -> int:
         """Tokens the model calls reported."""
-        return self._calls.tokens
+        return self.caller.counters.tokens
 
     @property
     def cost_usd(self) -> float:
         """What the model calls cost, as litellm prices them."""
-        return self._calls.cost_usd
+        return self.caller.counters.cost_usd
 
     @property
     def reused(self) -> int:
@@ -189,7 +205,7 @@ class Cascade:
         if keep:
             self.cache.put_data(keep)
 
-    # ---- the cascade ----------------------------------------------------------------------------
+    # ---- the composition ------------------------------------------------------------------------
 
     async def collect(
         self,
@@ -204,274 +220,86 @@ class Cascade:
     ) -> list[AtomicDatum]:
         """One datum per definition, in order. `context` is the user's window, for rules (Results) that judge a
         session by what followed it; it enters the rule items' cache keys."""
-        out: dict[int, AtomicDatum] = {}
-        pending: list[_Item] = []
-        reused: set[int] = set()
-        digest: str | None = None
-        for i, d in enumerate(definitions):
+        for d in definitions:
             if d.layer != layer:
                 raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} {unit_id}")
-            base = {"unit_id": unit_id, "layer": layer, "item": d.id, "item_version": d.version}
-            model_tiers = [t for t in d.tiers if t != "rule"]
-            if d.applies_when or (d.rule and "rule" in d.tiers):
-                digest = digest or unit_digest(unit) + (context_digest(context) if context is not None else "")
-                rk = self.keys.rule_key(d, pack, digest)
-                hit = self.cache.get_datum(rk)
-                if hit is not None:
-                    out[i] = self._record(hit, reused=True)
-                    reused.add(i)
+        job = UnitJob(unit_id=unit_id, layer=layer, unit=unit, pack=pack, injection_ranges=injection_ranges,
+                      context=context)
+        out: dict[int, AtomicDatum] = {}
+        reused: set[int] = set()
+        undecided = [Pending(i, d) for i, d in enumerate(definitions)]
+        digest: list[str] = []  # the unit's digest, computed once and only if a rule-family key needs it
+        for family, group in self._families:
+            entering: list[Pending] = []
+            passed: list[Pending] = []
+            for p in undecided:
+                for t in group:
+                    if t.accepts(p.definition):
+                        break
+                else:
+                    passed.append(p)
                     continue
-                datum = self._rule_stage(d, unit, pack, rk, base, has_model_tier=bool(model_tiers), context=context)
-                if datum is not None:
-                    out[i] = self._record(datum)
-                    continue
-            small, jury = self.keys.small_for(d), self.keys.jury_for(d)
-            if small is None and not jury:
-                tier: Tier = model_tiers[0] if model_tiers else "small_model"
-                out[i] = self._record(AtomicDatum(**base, value="uncollected", reason=NO_MODEL,
-                                                  collector=self.keys.model_identity(tier)))
-                continue
-            if d.demands_jury and not jury:
-                out[i] = self._record(AtomicDatum(**base, value="uncollected", reason=NO_JURY,
-                                                  collector=self.keys.model_identity("jury")))
-                continue
-            evidence = project(unit, layer, d.projection)
-            mk = self.keys.model_key(d, evidence, injection_ranges)
-            hit = self.cache.get_datum(mk)
-            if hit is not None:
-                out[i] = self._record(hit, reused=True)
-                reused.add(i)
-                continue
-            pending.append(_Item(i, d, evidence, mk, small_first=small is not None))
-        if pending:
-            await self._model_stage(unit_id, layer, pending, injection_ranges, out)
+                keyed = self._enter(family, group, job, p, digest)
+                if isinstance(keyed, Pending):
+                    hit = self.cache.get_datum(keyed.key)
+                    if hit is None:
+                        entering.append(keyed)
+                        continue
+                    out[p.index] = self._record(hit, reused=True)
+                    reused.add(p.index)
+                else:
+                    out[p.index] = self._record(keyed)
+            left = await self._run_group(group, job, entering, out) if entering else []
+            undecided = sorted(passed + left, key=_index) if passed and left else passed or left
+        for p in undecided:
+            model_tiers = [t for t in p.definition.tiers if t != "rule"]
+            tier: Tier = model_tiers[0] if model_tiers else "small_model"
+            out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
+                                                   collector=self.keys.model_identity(tier)))
         self._store([d for i, d in out.items() if i not in reused])
         return [out[i] for i in range(len(definitions))]
 
-    def _rule_stage(
-        self, d: DataDefinition, unit: Any, pack: KnowledgePack, key: str, base: dict[str, Any], *,
-        has_model_tier: bool, context: EngagementView | None = None,
-    ) -> AtomicDatum | None:
-        """The datum rules decide (not_applicable, a value, or an uncollected abstention), or None to go on."""
-        ctx = RuleContext(pack=pack, definition=d, engagement=context)
-        for name, gate in ((d.applies_when, True), (d.rule if "rule" in d.tiers else None, False)):
-            if name is None:
+    def _enter(
+        self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, p: Pending, digest: list[str],
+    ) -> Pending | AtomicDatum:
+        """The item keyed for this family (with its evidence for the model family), or the datum saying why no
+        tier of the family can collect it."""
+        d = p.definition
+        if family == "rule":
+            if not digest:
+                digest.append(unit_digest(job.unit) + (context_digest(job.context) if job.context is not None else ""))
+            return Pending(p.index, d, key=self.keys.rule_key(d, job.pack, digest[0]))
+        if d.demands_jury and not any(t.kind == "jury" and t.accepts(d) for t in group):
+            return unit_datum(job, self.rater, p, value="uncollected", reason=NO_JURY,
+                              collector=self.keys.model_identity("jury"))
+        evidence = project(job.unit, job.layer, d.projection)
+        return Pending(p.index, d, key=self.keys.model_key(d, evidence, job.injection_ranges), evidence=evidence,
+                       opinions=p.opinions, tokens=p.tokens, cost_usd=p.cost_usd)
+
+    async def _run_group(
+        self, group: Sequence[CollectorTier], job: UnitJob, items: list[Pending], out: dict[int, AtomicDatum],
+    ) -> list[Pending]:
+        """Each tier of the group decides what it can; the items no tier decided, for the next group.
+
+        A tier gets the items it accepts in order; what it leaves undecided goes after the items it was not
+        given, so the next tier's prompt lists the items handed on last (as it always has: prompts, and so the
+        answers' call keys, stay the same)."""
+        for n, tier in enumerate(group):
+            mine: list[Pending] = []
+            others: list[Pending] = []
+            for p in items:
+                (mine if tier.accepts(p.definition) else others).append(p)
+            if not mine:
                 continue
-            ident = self.keys.rule_identity(name)
-            try:
-                # A plain tuple is taken too: a third-party rule may return one.
-                raw: RuleAnswer | tuple[Any, ...] = get_rule(name)(unit, ctx)
-            except SpecError:
-                raise
-            except Exception as e:  # noqa: BLE001 - one unit's crash must not end the run; it is recorded
-                msg = " ".join(str(e).split())[:200]
-                return AtomicDatum(**base, value="uncollected", collector=ident,
-                                   reason=f"{RULE_ERROR}: {name}: {type(e).__name__}: {msg}")
-            answer = raw if isinstance(raw, RuleAnswer) else RuleAnswer(*raw)
-            if gate:
-                if answer.value in ("no", "not_applicable"):
-                    return AtomicDatum(**base, value="not_applicable", collector=ident, key=key,
-                                       evidence=tuple(answer.evidence), reason=answer.reason or f"{name}: no")
-                continue
-            if answer.value is not None:
-                reason = answer.reason or (f"{name}: uncollected" if answer.value == "uncollected" else None)
-                return AtomicDatum(**base, value=answer.value, fact=answer.fact, evidence=tuple(answer.evidence),
-                                   reason=reason, collector=ident, key=key)
-            if not has_model_tier:
-                return AtomicDatum(**base, value="uncollected", collector=ident, key=key,
-                                   reason=RULE_ABSTAINED + (f" ({answer.reason})" if answer.reason else ""))
-        return None
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        if self._sem is None or self._sem[0] is not loop:
-            self._sem = (loop, asyncio.Semaphore(self.config.concurrency))
-        return self._sem[1]
-
-    def _backend(self, spec: ModelSpec) -> Backend:
-        if id(spec) not in self._backends:
-            self._backends[id(spec)] = self._factory(spec)
-        return self._backends[id(spec)]
-
-    async def _ask(
-        self, kind: PromptKind, spec: ModelSpec, unit_id: str, layer: Layer, items: Sequence[_Item],
-        ranges: Sequence[EvidencePointer],
-    ) -> _Outcome:
-        """One structured call for these items (or its cached answer)."""
-        definitions = [it.definition for it in items]
-        prompt = render_prompt(kind, unit_id=unit_id, layer=layer, definitions=definitions,
-                               evidence=[it.evidence for it in items], injection_ranges=ranges,
-                               redactor=self.redactor, templates=self.templates)
-        sigma = build_sigma(definitions)
-        ck = call_key(spec.name, spec.family, prompt, json_schema(sigma))
-        cached = self.cache.get_answer(ck)
-        if cached is None:
-            try:
-                async with self._semaphore():
-                    reply = await call_model(self._backend(spec), prompt, sigma, budget=self.budget,
-                                             retry=self.config.retry, counters=self._calls)
-            except BudgetExhausted:
-                return _Outcome(None, failure=BUDGET_EXHAUSTED)
-            except TransientModelError as e:
-                if e.kind in ("malformed_json", "schema_invalid"):
-                    return _Outcome(None, failure=f"{SCHEMA_INVALID}: {e}")
-                return _Outcome(None, failure=f"{MODEL_ERROR}: {e}")
-            except FatalModelError as e:
-                return _Outcome(None, failure=f"{FATAL_MODEL_ERROR}: {e}")
-            cached = {"model": spec.name, "data": reply.data, "tokens": reply.tokens, "cost_usd": reply.cost_usd}
-            self.cache.put_answer(ck, cached)  # before anything else: a kill from here on repeats no call
-        answers = {d.id: ItemAnswer.model_validate(cached["data"][d.id]) for d in definitions}
-        return _Outcome(answers, tokens=int(cached["tokens"]), cost_usd=float(cached["cost_usd"]))
-
-    def _pointer(self, answer: ItemAnswer, it: _Item) -> tuple[tuple[EvidencePointer, ...], str | None]:
-        if not answer.evidence_quote.strip():
-            return (), None
-        pointer = locate_quote(answer.evidence_quote, it.evidence)
-        return ((pointer,), None) if pointer else ((), QUOTE_NOT_FOUND)
-
-    def _model_datum(
-        self, it: _Item, unit_id: str, layer: Layer, *, value: Value, tier: Tier, reason: str | None,
-        evidence: tuple[EvidencePointer, ...] = (), tokens: int = 0, cost: float = 0.0,
-    ) -> AtomicDatum:
-        d = it.definition
-        return AtomicDatum(unit_id=unit_id, layer=layer, item=d.id, item_version=d.version, value=value,
-                           reason=reason or None, evidence=evidence, collector=self.keys.model_identity(tier),
-                           tokens=tokens, cost_usd=cost, coverage=it.evidence.coverage, key=it.key)
-
-    async def _model_stage(
-        self, unit_id: str, layer: Layer, items: list[_Item], ranges: Sequence[EvidencePointer],
-        out: dict[int, AtomicDatum],
-    ) -> None:
-        first = [it for it in items if it.small_first]
-        to_jury = [it for it in items if not it.small_first]
-        spent: dict[int, tuple[int, float]] = {}
-        small_answers: dict[int, ItemAnswer] = {}
-        if first:
-            assert self.config.small is not None
-            outcome = await self._ask("checklist", self.config.small, unit_id, layer, first, ranges)
-            if outcome.answers is None:
-                for it in first:
-                    out[it.index] = self._record(self._model_datum(
-                        it, unit_id, layer, value="uncollected", tier="small_model", reason=outcome.failure))
-            else:
-                toks = _shares(outcome.tokens, len(first), integer=True)
-                costs = _shares(outcome.cost_usd, len(first), integer=False)
-                for it, tok, cost in zip(first, toks, costs, strict=True):
-                    answer = outcome.answers[it.definition.id]
-                    jury = self.keys.jury_for(it.definition)
-                    unsure = answer.confidence < self.config.escalate_below
-                    if jury and (unsure or it.definition.demands_jury):
-                        small_answers[it.index] = answer
-                        spent[it.index] = (int(tok), cost)
-                        to_jury.append(it)
-                        continue
-                    evidence, note = self._pointer(answer, it)
-                    notes = [answer.reason.strip(), note]
-                    if unsure:
-                        notes.append(f"low confidence {answer.confidence:.2f} < {self.config.escalate_below:.2f}, "
-                                     "no jury for this item")
-                    out[it.index] = self._record(self._model_datum(
-                        it, unit_id, layer, value=answer.value, tier="small_model",
-                        reason="; ".join(n for n in notes if n), evidence=evidence, tokens=int(tok), cost=cost))
-        if to_jury:
-            await self._jury_stage(unit_id, layer, to_jury, ranges, spent, small_answers, out)
-
-    async def _jury_stage(
-        self, unit_id: str, layer: Layer, items: list[_Item], ranges: Sequence[EvidencePointer],
-        spent: dict[int, tuple[int, float]], small_answers: dict[int, ItemAnswer], out: dict[int, AtomicDatum],
-    ) -> None:
-        jury = self.config.jury
-        outcomes = await asyncio.gather(*(self._ask("jury", m, unit_id, layer, items, ranges) for m in jury))
-        shares = [
-            (_shares(o.tokens, len(items), integer=True), _shares(o.cost_usd, len(items), integer=False))
-            for o in outcomes
-        ]
-        for k, it in enumerate(items):
-            tokens, cost = spent.get(it.index, (0, 0.0))
-            votes: list[tuple[ModelSpec, ItemAnswer]] = []
-            for m, o, (toks, costs) in zip(jury, outcomes, shares, strict=True):
-                if o.answers is not None:
-                    votes.append((m, o.answers[it.definition.id]))
-                    tokens += int(toks[k])
-                    cost += costs[k]
-            tally = Counter(a.value for _, a in votes)
-            first = small_answers.get(it.index)
-            small = [f"small {self.config.small.name}: {first.value} @ {first.confidence:.2f}"] if (
-                first is not None and self.config.small is not None) else []
-            top = tally.most_common(1)
-            if top and top[0][1] * 2 > len(jury):
-                value = top[0][0]
-                agreeing = [(m, a) for m, a in votes if a.value == value]
-                pointers: list[EvidencePointer] = []
-                notes = []
-                for _, a in agreeing:
-                    found, note = self._pointer(a, it)
-                    pointers += [p for p in found if p not in pointers]
-                    if note and note not in notes:
-                        notes.append(note)
-                detail = ", ".join([*small, *(f"{m.name}: {a.value}" for m, a in votes)])
-                reason = "; ".join([f"jury {top[0][1]}/{len(jury)} ({detail})",
-                                    *(a.reason.strip() for _, a in agreeing[:1] if a.reason.strip()), *notes])
-                datum = self._model_datum(it, unit_id, layer, value=value, tier="jury", reason=reason,
-                                          evidence=tuple(pointers), tokens=tokens, cost=cost)
-            elif len(votes) == len(jury):
-                detail = ", ".join([*small, *(f"{m.name}: {a.value}" for m, a in votes)])
-                datum = self._model_datum(it, unit_id, layer, value="uncollected", tier="jury",
-                                          reason=f"{JURY_SPLIT}: {detail}", tokens=tokens, cost=cost)
-            else:
-                failure = next(o.failure for o in outcomes if o.answers is None)
-                datum = self._model_datum(it, unit_id, layer, value="uncollected", tier="jury",
-                                          reason=failure, tokens=tokens, cost=cost)
-            out[it.index] = self._record(datum)
-
-    # ---- many units -----------------------------------------------------------------------------
-
-    def collect_sync(self, **kwargs: Any) -> list[AtomicDatum]:
-        """`collect` from synchronous code (not from inside a running event loop)."""
-        return asyncio.run(self.collect(**kwargs))
-
-    async def _run_job(self, job: Job) -> tuple[Job, list[AtomicDatum]]:
-        data = await self.collect(unit_id=job.unit_id, layer=job.layer, unit=job.unit,
-                                  definitions=job.definitions, pack=job.pack, injection_ranges=job.injection_ranges)
-        return job, data
-
-    async def run_all(
-        self, jobs: Iterable[Job], *, concurrency: int | None = None
-    ) -> AsyncIterator[tuple[Job, list[AtomicDatum]]]:
-        """(job, data) for every job, in completion order, with at most `concurrency` units in flight
-        (default `config.concurrency`; model calls in flight are bounded by `config.concurrency` through a
-        semaphore). Jobs are drawn lazily, so memory stays constant in the number of jobs."""
-        limit = concurrency or self.config.concurrency
-        source = iter(jobs)
-        running: set[asyncio.Task[tuple[Job, list[AtomicDatum]]]] = set()
-
-        def spawn() -> None:
-            job = next(source, None)
-            if job is not None:
-                running.add(asyncio.ensure_future(self._run_job(job)))
-
-        for _ in range(limit):
-            spawn()
-        try:
-            while running:
-                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    running.discard(task)
-                    spawn()
-                    yield task.result()
-        finally:
-            for task in running:
-                task.cancel()
-
-    def collect_all_sync(self, jobs: Iterable[Job], *, concurrency: int | None = None) -> list[list[AtomicDatum]]:
-        """The data of every job, in job order (holds all results in memory: for tests and small runs)."""
-        indexed = list(jobs)
-        position = {id(job): i for i, job in enumerate(indexed)}
-
-        async def run() -> list[list[AtomicDatum]]:
-            results: list[list[AtomicDatum]] = [[] for _ in indexed]
-            async for job, data in self.run_all(indexed, concurrency=concurrency):
-                results[position[id(job)]] = data
-            return results
-
-        return asyncio.run(run())
+            run = TierRun(job=job, keys=self.keys, caller=self.caller, rater=self.rater,
+                          onward=_onward(group[n + 1:]))
+            decisions = await tier.decide(run, mine)
+            handed: list[Pending] = []
+            for p in mine:
+                answer = decisions.get(p.index)
+                if isinstance(answer, AtomicDatum):
+                    out[p.index] = self._record(answer)
+                else:
+                    handed.append(answer if answer is not None else p)
+            items = others + handed
+        return items

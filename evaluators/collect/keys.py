@@ -6,7 +6,8 @@ the rule and applies-when rule (name, version, source digest) and the pack's kno
 without its clauses: a clause's content is in the versions of the definitions made from it, so editing one
 clause changes the keys of that clause's items only); model items' v covers the
 definition digest (version and projection included), the model strings and families that may answer, the
-template digests, the escalation threshold and the redactor. pi(x) is the whole unit for rules and the
+template digests, the escalation threshold and the redactor; for a second rater its label, and for a jury
+reducing otherwise than by majority the reducer. pi(x) is the whole unit for rules and the
 projected evidence (with the injection ranges inside it) for models.
 """
 
@@ -22,15 +23,23 @@ from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.collect.prompt import template_digest
 from agent_factory.evaluators.collect.redact import Redactor
-from agent_factory.evaluators.core.model import CollectorIdentity, DataDefinition, Tier
+from agent_factory.evaluators.core.model import PRIMARY_RATER, CollectorIdentity, DataDefinition, Tier
 from agent_factory.knowledge_packs import KnowledgePack
 
 
 class CollectorKeys:
     """Identities and keys for one cascade's models, templates and redactor."""
 
-    def __init__(self, config: ModelConfig, redactor: Redactor, *, templates: Path | None = None) -> None:
+    def __init__(
+        self, config: ModelConfig, redactor: Redactor, *, templates: Path | None = None,
+        rater: str = PRIMARY_RATER, reducer: str = "majority",
+    ) -> None:
         self.config = config
+        # Only what differs from the suite's own cascade enters v, so the primary's keys never move.
+        self._extra: dict[str, str] = {}
+        if rater != PRIMARY_RATER:
+            self._extra["rater"] = rater
+        self._jury_extra = {"reducer": reducer} if reducer != "majority" else {}
         self.templates = {"checklist": template_digest("checklist", templates),
                           "jury": template_digest("jury", templates)}
         kind = f"{type(redactor).__module__}.{type(redactor).__qualname__}"
@@ -64,6 +73,8 @@ class CollectorKeys:
             "jury_template": self.templates["jury"] if jury else None,
             "escalate_below": self.config.escalate_below if small and jury else None,
             "redactor": self.redactor_id,
+            **self._extra,
+            **(self._jury_extra if jury else {}),
         }
 
     def _rule_parts(self, d: DataDefinition, pack: KnowledgePack) -> dict[str, Any]:
@@ -73,6 +84,7 @@ class CollectorKeys:
             "applies_when": [d.applies_when, *rule_identity(d.applies_when)] if d.applies_when else None,
             "rule": [d.rule, *rule_identity(d.rule)] if d.rule and "rule" in d.tiers else None,
             "pack": pack.knowledge_digest(),
+            **self._extra,
         }
 
     def model_key(self, d: DataDefinition, evidence: ProjectedEvidence, ranges: Sequence[EvidencePointer]) -> str:

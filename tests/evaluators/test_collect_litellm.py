@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from agent_factory.evaluators.collect.cache import DatumCache
-from agent_factory.evaluators.collect.cascade import Cascade, Job
+from agent_factory.evaluators.collect.cascade import Cascade
 from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
 from agent_factory.evaluators.collect.reasons import is_transient
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection
 from tests.evaluators.test_collect_support import (
     DEFINITIONS,
     MODEL_ITEMS,
-    PACK,
     RULE_ITEM,
+    collect_units,
     embed,
     hashed_answers,
     make_turn,
@@ -52,8 +52,9 @@ def litellm_config(base_url: str, *, concurrency: int = 8, attempts: int = 6) ->
     )
 
 
-def jobs(turns: list[Any], definitions: tuple[DataDefinition, ...] = DEFINITIONS) -> list[Job]:
-    return [Job(t.id, "trace", t, definitions, PACK) for t in turns]
+def collect(cascade: Cascade, turns: list[Any], definitions: tuple[DataDefinition, ...] = DEFINITIONS, *,
+            concurrency: int | None = None) -> list[list[AtomicDatum]]:
+    return collect_units(cascade, turns, definitions, concurrency=concurrency or cascade.config.concurrency)
 
 
 def dump(data: list[list[AtomicDatum]]) -> list[list[dict[str, Any]]]:
@@ -69,7 +70,7 @@ def test_faults_end_collected_or_reasoned_and_a_rerun_makes_zero_calls(
     cfg = litellm_config(fake_openai.base_url)
     with DatumCache(tmp_path / "cache") as cache:
         first = Cascade(cfg, cache=cache)
-        data = first.collect_all_sync(jobs(turns))
+        data = collect(first, turns)
         # no hidden SDK or litellm retries: the server never sees more requests than the attempts counted
         # (it may see fewer: an attempt can time out before its request is read)
         assert first.model_calls - 3 <= fake_openai.calls <= first.model_calls
@@ -84,7 +85,7 @@ def test_faults_end_collected_or_reasoned_and_a_rerun_makes_zero_calls(
         transient = [d for d in flat if d.value == "uncollected" and is_transient(d.reason)]
         before = fake_openai.calls
         second = Cascade(cfg, cache=cache)
-        again = second.collect_all_sync(jobs(turns))
+        again = collect(second, turns)
         if not transient:  # the usual case: with 6 attempts a call fails for good with probability 0.3**6
             assert fake_openai.calls == before and second.model_calls == 0
             assert again == data and second.reused == 160
@@ -111,7 +112,7 @@ def test_a_secrets_corpus_never_reaches_the_server(fake_openai: FakeOpenAIServer
     everything = tuple(d.model_copy(update={"projection": Projection(fields=("request", "answer", "spans"))})
                        if d.tiers != ("rule",) else d for d in DEFINITIONS)
     cascade = Cascade(litellm_config(fake_openai.base_url))
-    data = cascade.collect_all_sync(jobs(turns, everything))
+    data = collect(cascade, turns, everything)
     assert fake_openai.calls >= 20
     seen = fake_openai.seen_text()
     leaked = [s for _, s in corpus if s in seen]
@@ -138,7 +139,7 @@ KILL_UNITS = 12
 def _kill_run(base_url: str, cache_dir: str) -> list[list[dict[str, Any]]]:
     with DatumCache(cache_dir) as cache:
         cascade = Cascade(litellm_config(base_url, concurrency=1), cache=cache)
-        return dump(cascade.collect_all_sync(jobs([make_turn(i) for i in range(KILL_UNITS)]), concurrency=1))
+        return dump(collect(cascade, [make_turn(i) for i in range(KILL_UNITS)], concurrency=1))
 
 
 def _child_run(base_url: str, cache_dir: str, out: str) -> None:
@@ -199,15 +200,15 @@ def test_cost_from_the_local_cost_map_and_a_cost_budget(fake_openai: FakeOpenAIS
     known = ModelSpec(model="openai/gpt-4o-mini", api_base=fake_openai.base_url, api_key_env=KEY_ENV,
                       family="openai", timeout_s=2.0)
     cascade = Cascade(ModelConfig(small=known))
-    data = cascade.collect_all_sync(jobs([make_turn(i) for i in range(3)]))
+    data = collect(cascade, [make_turn(i) for i in range(3)])
     assert fake_openai.calls == 3 and cascade.cost_usd > 0
     assert sum(d.cost_usd for u in data for d in u) == pytest.approx(cascade.cost_usd)
     assert all(d.cost_usd > 0 for u in data for d in u if d.item in MODEL_ITEMS)
     unknown = Cascade(litellm_config(fake_openai.base_url))  # fake-small is not in the cost map: 0, tokens count
-    unknown.collect_all_sync(jobs([make_turn(9)]))
+    collect(unknown, [make_turn(9)])
     assert unknown.cost_usd == 0 and unknown.tokens > 0
     fake_openai.reset()
     capped = Cascade(ModelConfig(small=known, budget=BudgetLimits(cost_usd=1e-9), concurrency=1))
-    data = capped.collect_all_sync(jobs([make_turn(i) for i in range(3, 6)]), concurrency=1)
+    data = collect(capped, [make_turn(i) for i in range(3, 6)], concurrency=1)
     assert fake_openai.calls == 1 == capped.model_calls
     assert capped.uncollected == {"budget exhausted": 6}

@@ -3,13 +3,14 @@ models; plus the tests that the corpus itself is what it claims (valid cards, ID
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import random
 import re
 import string
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -18,6 +19,10 @@ from agent_factory.adapters.model import Span, Turn
 from agent_factory.evaluators.collect.redact import luhn_ok
 from agent_factory.evaluators.core import DataDefinition, Projection, RuleAnswer, rule
 from agent_factory.knowledge_packs import load_pack
+
+if TYPE_CHECKING:
+    from agent_factory.evaluators.collect.cascade import Cascade
+    from agent_factory.evaluators.core import AtomicDatum
 
 PACK = load_pack("default")
 
@@ -77,6 +82,25 @@ def make_turn(i: int, *, request: str | None = None, answer: str | None = None, 
                     input=f"select revenue from sales where region = {i}",
                     output=span_output or f"{100 + i}.5"),),
     )
+
+
+def collect_units(cascade: Cascade, turns: Sequence[Turn], definitions: Sequence[DataDefinition] = DEFINITIONS,
+                  *, concurrency: int = 4) -> list[list[AtomicDatum]]:
+    """The real path, `Cascade.collect`, over several turns at once: `concurrency` workers take the turns in
+    order (1: one after the other), and the data come back in turn order."""
+    async def run() -> list[list[AtomicDatum]]:
+        results: list[list[AtomicDatum]] = [[] for _ in turns]
+        todo = iter(enumerate(turns))
+
+        async def worker() -> None:
+            for i, turn in todo:
+                results[i] = await cascade.collect(unit_id=turn.id, layer="trace", unit=turn,
+                                                   definitions=definitions, pack=PACK)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return results
+
+    return asyncio.run(run())
 
 
 # ---- scripted models -----------------------------------------------------------------------------------
