@@ -29,11 +29,6 @@ class Budget:
     tokens: int = 0
     cost_usd: float = 0.0
 
-    @classmethod
-    def unlimited(cls) -> Budget:
-        """A budget with no ceiling."""
-        return cls(BudgetLimits())
-
     def exhausted_by(self) -> str | None:
         """Which ceiling is reached (`calls`, `tokens`, `cost_usd`), or None while calls may still be made."""
         lim = self.limits

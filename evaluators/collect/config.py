@@ -22,7 +22,6 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from agent_factory.errors import SpecError
-from agent_factory.evaluators.core.model import CascadeConfig
 from agent_factory.frozen import Frozen
 from agent_factory.validation import describe_error
 
@@ -189,14 +188,6 @@ class ModelConfig(Frozen):
     def has_models(self) -> bool:
         """Whether any model tier (small model or jury) is configured."""
         return self.small is not None or bool(self.jury)
-
-    def cascade_config(self) -> CascadeConfig:
-        """The cascade's shape as data (model strings and threshold)."""
-        return CascadeConfig(
-            small_model=self.small.name if self.small else None,
-            jury=tuple(m.name for m in self.jury),
-            escalate_below=self.escalate_below,
-        )
 
 
 def _spec_from(value: Any, where: str) -> dict[str, Any]:

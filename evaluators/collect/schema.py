@@ -65,12 +65,6 @@ def json_schema(sigma: type[BaseModel]) -> dict[str, Any]:
     return sigma.model_json_schema(by_alias=True)
 
 
-def answers_of(output: BaseModel) -> dict[str, ItemAnswer]:
-    """Definition id -> answer, from a validated sigma instance."""
-    fields = type(output).model_fields
-    return {fields[name].alias or name: getattr(output, name) for name in fields}
-
-
 def _candidates(quote: str) -> list[str]:
     out = [quote]
     stripped = quote.strip().strip('"').strip()

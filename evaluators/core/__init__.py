@@ -5,7 +5,6 @@ from agent_factory.evaluators.core.model import (
     LAYERS,
     AnalysisRef,
     AtomicDatum,
-    CascadeConfig,
     CollectorIdentity,
     Component,
     DataDefinition,
@@ -39,7 +38,7 @@ from agent_factory.evaluators.core.registry import (
 )
 
 __all__ = [
-    "COMPONENTS", "LAYERS", "Analysis", "AnalysisRef", "AtomicDatum", "CascadeConfig", "CollectorIdentity", "Component",
+    "COMPONENTS", "LAYERS", "Analysis", "AnalysisRef", "AtomicDatum", "CollectorIdentity", "Component",
     "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "KnowledgeRef", "Layer",
     "Observations",
     "Projection", "Result", "RuleAnswer", "TemplateRef", "RuleContext", "SpanView", "Tier", "Unit", "UnitRow", "Value",

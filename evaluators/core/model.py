@@ -180,17 +180,6 @@ class Result(Frozen):
     first produced the row (a rerun that reproduces a row leaves it, as it leaves its run id)."""
 
 
-class CascadeConfig(Frozen):
-    """phi's shape: which tiers run and when to escalate."""
-
-    small_model: str | None = None
-    """litellm model string of the small model; None: model-tier items are recorded uncollected."""
-    jury: tuple[str, ...] = ()
-    """litellm model strings of the jury; their families must differ."""
-    escalate_below: float = Field(default=0.7, ge=0, le=1)
-    """Small-model confidence under which an item goes to the jury."""
-
-
 class AnalysisRef(Frozen):
     """f by registered name and the version it had when the suite was built."""
 

@@ -56,8 +56,8 @@ def test_cross_family_jury_and_pydantic_ai_models_are_accepted() -> None:
                       jury=(ModelSpec(model=m, family="x"), ModelSpec(model="anthropic/claude-3-5-haiku-latest")))
     assert [j.family for j in cfg.jury] == ["x", "anthropic"]
     assert cfg.jury[0].name == "function:judge"
-    cc = cfg.cascade_config()
-    assert cc.small_model == "openai/gpt-4o-mini" and cc.jury == ("function:judge", "anthropic/claude-3-5-haiku-latest")
+    assert cfg.small is not None and cfg.small.name == "openai/gpt-4o-mini"
+    assert [j.name for j in cfg.jury] == ["function:judge", "anthropic/claude-3-5-haiku-latest"]
 
 
 TOML = """
