@@ -5,7 +5,9 @@ below every layer (adapters <- knowledge_packs <- evaluators <- factory) and imp
     ├── SpecError                the user's input is wrong: a spec, pack, config, option or file format
     │   └── UnknownNameError     a name not in a registry; the message lists the valid names
     ├── CollectionError          a collector could not obtain a datum (model, budget, transport)
-    └── StoreError               the store cannot be opened or written (held by another process, not a store)
+    ├── StoreError               the store cannot be opened or written (held by another process, not a store)
+    └── UsageError               the library is misused: a name registered twice, a wrong object registered
+        └── PluginError          an installed plugin (entry point) cannot be loaded; names it and its group
 """
 
 from __future__ import annotations
@@ -37,3 +39,11 @@ class CollectionError(AgentFactoryError):
 
 class StoreError(AgentFactoryError):
     """The store cannot be opened or written: another process holds it, or the file is no DuckDB store."""
+
+
+class UsageError(AgentFactoryError):
+    """The library is misused by code (a plugin, an extension): a name registered twice, a wrong object."""
+
+
+class PluginError(UsageError):
+    """An installed plugin cannot be loaded: the message names the entry point and its group."""

@@ -85,7 +85,7 @@ def evaluator_yaml(ev: EvaluatorSpec) -> str:
 
 
 def stale(ev: EvaluatorSpec, pack: KnowledgePack) -> bool:
-    """Whether a generated evaluator's definitions (conduct's) no longer match what `pack` generates."""
+    """Whether a generated evaluator's definitions (`ComponentSpec.generated`) no longer match what `pack` generates."""
     spec = get_component(ev.component)
     if not spec.generated:
         return False
@@ -153,7 +153,7 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
     notices = []
     definitions = ev.definitions
     if registered.generated:
-        # Conduct's definitions are generated from the clauses of pack.yaml (where a person edits them); the
+        # Generated definitions (Conduct's, from the clauses of pack.yaml, where a person edits them): the
         # file lists them for review. A hand edit of pack.yaml makes the list stale: the clauses win.
         definitions = registered.definitions_for(pack)
         if stale(ev, pack):
@@ -168,6 +168,6 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
         if template.digest != template_digest(_template_kind(kind, path), templates):
             notices.append(f"{path.name}: prompt template {kind} changed since the build; the run renders "
                            f"{templates / template.file.removeprefix('templates/')}")
-    extra = {k: v for k, v in registered.extra.items() if k != "definitions_for"}
-    spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), extra=extra)
+    # The run's definitions are fixed now (generated ones from this pack): the spec no longer generates.
+    spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), generate=None)
     return spec, notices

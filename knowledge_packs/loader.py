@@ -12,21 +12,23 @@ Every problem becomes a one-line `SpecError` naming the file and the dotted fiel
 from __future__ import annotations
 
 import os
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
+from agent_factory import plugins
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.knowledge_packs.model import KnowledgePack
 
 GROUP = "agent_factory.knowledge_packs"
-"""Entry-point group under which third-party packages register packs."""
+"""The first entry-point group under which third-party packages register packs (`agent_factory.packs`, the
+registry's group for the kind, is read too)."""
 _HERE = Path(__file__).resolve().parent
 BUILTINS: dict[str, str] = {
-    "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline.yaml",
+    "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline/pack.yaml",
 }
 """Built-in pack name -> file in this package. Built-ins cannot be shadowed by entry points."""
 
@@ -37,8 +39,9 @@ def default_pack_path() -> Path:
 
 
 def pack_entry_points() -> tuple[EntryPoint, ...]:
-    """The installed entry points of group `agent_factory.knowledge_packs` (tests replace this function)."""
-    return tuple(entry_points(group=GROUP))
+    """The installed entry points of the pack groups, `agent_factory.packs` then `agent_factory.knowledge_packs`
+    (`plugins.GROUPS["pack"]`; tests replace this function)."""
+    return tuple(ep for group in plugins.GROUPS["pack"] for ep in plugins.group_entry_points(group))
 
 
 def _third_party() -> dict[str, EntryPoint]:

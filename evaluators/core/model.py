@@ -75,6 +75,10 @@ class DataDefinition(Frozen):
     """Whether analyses may use it (the audit retires items whose kappa is below 0.60)."""
     description: str = ""
     """Notes for reviewers: sources, edge cases."""
+    clause: str | None = Field(default=None, exclude=True)
+    """The pack clause it was generated from (Conduct's), so the pipeline graph draws the clause's edge from
+    data; None for a fixed definition. Derived from the pack on every run, so it is neither written to suite
+    files nor part of `digest` (the clause's content already is, through `version`)."""
 
     @model_validator(mode="after")
     def _collectable(self) -> DataDefinition:

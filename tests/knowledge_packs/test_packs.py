@@ -414,7 +414,7 @@ def test_business_analysis_clauses_and_disclosure_lexicon() -> None:
 
 
 def test_airline_pack_extends_default_with_rule_checkable_clauses() -> None:
-    pack = load_pack(default_pack_path().parent / "airline.yaml")
+    pack = load_pack(default_pack_path().parent / "airline" / "pack.yaml")
     assert pack.name == "airline" and pack.extends == "default"
     assert pack.segments == load_pack("default").segments
     ids = [c.id for c in pack.clauses]

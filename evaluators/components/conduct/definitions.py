@@ -10,7 +10,7 @@ Each clause r = (trigger phi_t, obligation psi) yields two checks on the clause'
   trigger fired.
 
 The definitions depend on the pack, so the runner asks `definitions_for(pack)` (also reachable as
-`get_component("conduct").extra["definitions_for"]`). Each definition's version carries the clause's content
+`get_component("conduct").generate`). Each definition's version carries the clause's content
 digest: editing a clause's regex or rule invalidates exactly the data generated from it.
 """
 
@@ -104,6 +104,7 @@ def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
         rule=trigger_rule(clause),
         tiers=("rule",),
         version=version,
+        clause=clause.id,
         description=f"Trigger of clause {clause.id} ({clause.kind}); {clause.source}".rstrip("; "),
     )
     ob = clause.obligation
@@ -119,6 +120,7 @@ def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
         tiers=ob.tiers,
         projection=_PROJECTION[clause.layer],
         version=version,
+        clause=clause.id,
         description=(
             # Not the invariant flag: it is the analysis' business, and it would change the digest of the data.
             f"Obligation of clause {clause.id} ({clause.kind}): "

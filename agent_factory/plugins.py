@@ -1,0 +1,225 @@
+"""The one plugin registry: adapters, rules, components, packs, redactors, executors and renderers, by name.
+
+Part of the kernel: it imports no layer. Each layer owns the meaning of its kind and wraps `lookup` in its own
+typed function (`adapters.base.get_adapter`, `evaluators.core.registry.get_rule`, ...); this module only keeps
+names, objects and their `RegistryInfo` (kind, name, version, metadata), inspect_ai style.
+
+Objects get here two ways, the same for the project's built-ins and for third parties:
+
+- `register(kind, name, obj)` or its decorator form `@registered(kind, name)`, run when a module is imported;
+- the entry-point groups in `GROUPS`, read lazily (importlib.metadata) on the first `lookup`, `names` or
+  `infos` of their kind. An entry point names either a module, which registers what it defines when imported,
+  or an object, registered under the entry point's name unless it already carries its `RegistryInfo`.
+
+The built-ins are entry points of this project's own distribution (pyproject.toml), so no lookup depends on a
+package `__init__` having been imported first. A duplicate name is a `UsageError`; a plugin that cannot be
+loaded is a one-line `PluginError` naming the entry point and its group.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from types import MappingProxyType, ModuleType
+from typing import Any, Literal, TypeVar, get_args
+
+from agent_factory.errors import PluginError, UnknownNameError, UsageError
+
+Kind = Literal["adapter", "rule", "component", "pack", "redactor", "executor", "renderer"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+
+GROUPS: Mapping[Kind, tuple[str, ...]] = MappingProxyType({
+    "adapter": ("agent_factory.adapters",),
+    "rule": ("agent_factory.rules",),
+    "component": ("agent_factory.components",),
+    # `agent_factory.knowledge_packs` is the group documented since the first release; both are read.
+    "pack": ("agent_factory.packs", "agent_factory.knowledge_packs"),
+    "redactor": ("agent_factory.redactors",),
+    "executor": ("agent_factory.executors",),
+    "renderer": ("agent_factory.renderers",),
+})
+"""Entry-point groups read for each kind, in order."""
+
+INFO_ATTR = "__registry_info__"
+"""The attribute a registered object carries its `RegistryInfo` in (when it accepts attributes)."""
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class RegistryInfo:
+    """What the registry knows about one registered object."""
+
+    kind: Kind
+    """Which registry it is in."""
+    name: str
+    """Its name there, as users and suites write it."""
+    version: str = "1"
+    """The label of its meaning, bumped by hand; content digests (rules, analyses) are computed elsewhere."""
+    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    """What the kind declares (a rule's layers and parameters, an adapter's sniffing priority, ...)."""
+
+
+@dataclass(frozen=True)
+class _Entry:
+    info: RegistryInfo
+    obj: object
+
+
+EntryPointLoader = Callable[[EntryPoint], object]
+"""Turns an entry point into the object to register (default: `EntryPoint.load`)."""
+
+_ENTRIES: dict[Kind, dict[str, _Entry]] = {k: {} for k in KINDS}
+_LOADED: set[Kind] = set()
+_LOADERS: dict[Kind, EntryPointLoader] = {}
+_CHECKS: dict[Kind, tuple[Callable[[object], bool], str]] = {}
+
+
+def _kind(kind: str) -> Kind:
+    for k in KINDS:
+        if k == kind:
+            return k
+    raise UnknownNameError("plugin kind", kind, KINDS)
+
+
+def registry_info(obj: object) -> RegistryInfo | None:
+    """The `RegistryInfo` an object was tagged with when registered; None if it was not (or takes no tags)."""
+    info = getattr(obj, INFO_ATTR, None)
+    return info if isinstance(info, RegistryInfo) else None
+
+
+def register(kind: Kind, name: str, obj: T, *, version: str = "1", metadata: Mapping[str, Any] | None = None,
+             replace: bool = False) -> T:
+    """Register `obj` as `kind` `name` and return it. The same object (or an equal value) twice is a no-op;
+    another object under a taken name is a `UsageError` unless `replace` (tests and experiments that swap a
+    registration on purpose)."""
+    kind = _kind(kind)
+    check = _CHECKS.get(kind)
+    if check is not None and not check[0](obj):
+        raise UsageError(f"{kind} {name!r}: got {type(obj).__name__}, expected {check[1]}")
+    info = RegistryInfo(kind=kind, name=name, version=version, metadata=MappingProxyType(dict(metadata or {})))
+    taken = _ENTRIES[kind].get(name)
+    if taken is not None and not replace and not _same(taken.obj, obj):
+        raise UsageError(f"{kind} {name!r} registered twice: {_where(taken.obj)} and {_where(obj)}")
+    try:
+        setattr(obj, INFO_ATTR, info)
+    except (AttributeError, TypeError):  # str, Path, slotted objects: the registry keeps the info alongside
+        pass
+    _ENTRIES[kind][name] = _Entry(info, obj)
+    return obj
+
+
+def registered(kind: Kind, name: str, *, version: str = "1",
+               metadata: Mapping[str, Any] | None = None) -> Callable[[T], T]:
+    """Decorator form of `register`."""
+
+    def deco(obj: T) -> T:
+        return register(kind, name, obj, version=version, metadata=metadata)
+
+    return deco
+
+
+def _same(a: object, b: object) -> bool:
+    if a is b:
+        return True
+    try:
+        return type(a) is type(b) and bool(a == b) and not callable(a)
+    except Exception:  # an object whose == raises is simply not the same
+        return False
+
+
+def _where(obj: object) -> str:
+    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    return f"{module}.{qual}" if module and qual else repr(obj)
+
+
+def expect(kind: Kind, check: Callable[[object], bool], what: str) -> None:
+    """Declare what objects of `kind` must be (the layer owning the kind calls it); checked on registration."""
+    _CHECKS[_kind(kind)] = (check, what)
+
+
+def set_entry_point_loader(kind: Kind, loader: EntryPointLoader) -> None:
+    """How entry points of `kind` become objects, for a kind whose entry points are not plain objects (packs
+    may name a file). The loader's exceptions become the one-line `PluginError`."""
+    _LOADERS[_kind(kind)] = loader
+
+
+def group_entry_points(group: str) -> tuple[EntryPoint, ...]:
+    """The installed entry points of `group` (tests may replace this function)."""
+    return tuple(entry_points(group=group))
+
+
+def _load_entry_points(kind: Kind) -> None:
+    if kind in _LOADED:
+        return
+    _LOADED.add(kind)  # first, so a plugin module that looks its own kind up while importing does not recurse
+    for group in GROUPS[kind]:
+        for ep in group_entry_points(group):
+            load_entry_point(kind, ep)
+
+
+def load_entry_point(kind: Kind, ep: EntryPoint) -> None:
+    """Register what one entry point provides; a one-line `PluginError` naming it and its group if it cannot."""
+    where = f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}"
+    try:
+        loader = _LOADERS.get(kind)
+        obj = loader(ep) if loader is not None else ep.load()
+    except Exception as e:  # third-party code: any failure becomes one line naming the plugin
+        raise PluginError(f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")) from e
+    if isinstance(obj, ModuleType):
+        # A module registers what it defines when imported; it must define at least one object of this kind.
+        if not any((i := registry_info(v)) is not None and i.kind == kind for v in vars(obj).values()):
+            raise PluginError(f"{where}: module {obj.__name__} registers no {kind}")
+        return
+    info = registry_info(obj)
+    if info is not None and info.kind == kind and _ENTRIES[kind].get(info.name, None) is not None:
+        return  # registered by its decorator when its module was imported
+    try:
+        register(kind, ep.name, obj)
+    except UsageError as e:
+        raise PluginError(f"{where}: {e}") from None
+
+
+def lookup(kind: Kind, name: str) -> object:
+    """The object registered as `kind` `name`; an `UnknownNameError` listing the valid names otherwise."""
+    kind = _kind(kind)
+    _load_entry_points(kind)
+    try:
+        return _ENTRIES[kind][name].obj
+    except KeyError:
+        raise UnknownNameError(kind, name, _ENTRIES[kind]) from None
+
+
+def info(kind: Kind, name: str) -> RegistryInfo:
+    """The `RegistryInfo` of `kind` `name` (an `UnknownNameError` as `lookup`)."""
+    lookup(kind, name)
+    return _ENTRIES[kind][name].info
+
+
+def names(kind: Kind) -> list[str]:
+    """The registered names of `kind`, sorted."""
+    kind = _kind(kind)
+    _load_entry_points(kind)
+    return sorted(_ENTRIES[kind])
+
+
+def infos(kind: Kind) -> list[RegistryInfo]:
+    """The `RegistryInfo` of every object of `kind`, by name."""
+    return [_ENTRIES[kind][n].info for n in names(kind)]
+
+
+def items(kind: Kind) -> list[tuple[RegistryInfo, object]]:
+    """(info, object) of every object of `kind`, by name."""
+    return [(_ENTRIES[kind][n].info, _ENTRIES[kind][n].obj) for n in names(kind)]
+
+
+def unregister(kind: Kind, name: str) -> None:
+    """Drop a registration (tests that register a temporary plugin clean up with it)."""
+    _ENTRIES[_kind(kind)].pop(name, None)
+
+
+def reload(kinds: Iterable[Kind] = KINDS) -> None:
+    """Read the entry points of `kinds` again on their next lookup (after installing a plugin at run time)."""
+    for k in kinds:
+        _LOADED.discard(_kind(k))
