@@ -73,6 +73,15 @@ EntryPointLoader = Callable[[EntryPoint], object]
 _ENTRIES: dict[Kind, dict[str, _Entry]] = {k: {} for k in KINDS}
 _LOADED: set[Kind] = set()
 _LOADERS: dict[Kind, EntryPointLoader] = {}
+_OBJECTS_ONLY: set[Kind] = set()
+_SOURCES: dict[Kind, Callable[[], Iterable[EntryPoint]]] = {}
+_PENDING: dict[Kind, dict[str, EntryPoint]] = {k: {} for k in KINDS}
+"""Entry points of one object each, by name, not loaded yet."""
+_CONFLICTS: dict[Kind, dict[str, str]] = {k: {} for k in KINDS}
+_BROKEN: dict[Kind, list[str]] = {k: [] for k in KINDS}
+"""Why plugin modules of a kind failed to import (reported with an unknown name)."""
+_ORIGINS: dict[Kind, dict[str, str]] = {k: {} for k in KINDS}
+"""Name -> value of the entry point it was loaded from (module entry points: not tracked, modules stay imported)."""
 _CHECKS: dict[Kind, tuple[Callable[[object], bool], str]] = {}
 
 
@@ -139,29 +148,69 @@ def expect(kind: Kind, check: Callable[[object], bool], what: str) -> None:
     _CHECKS[_kind(kind)] = (check, what)
 
 
-def set_entry_point_loader(kind: Kind, loader: EntryPointLoader) -> None:
-    """How entry points of `kind` become objects, for a kind whose entry points are not plain objects (packs
-    may name a file). The loader's exceptions become the one-line `PluginError`."""
+def set_entry_point_loader(kind: Kind, loader: EntryPointLoader, *, objects_only: bool = False) -> None:
+    """How entry points of `kind` become objects, for a kind whose entry points are not plain objects (an
+    adapter class is instantiated, a pack may name a file). `objects_only`: every entry point of the kind gives
+    one object under its name, never a module. The loader's exceptions become the one-line `PluginError`."""
     _LOADERS[_kind(kind)] = loader
+    if objects_only:
+        _OBJECTS_ONLY.add(_kind(kind))
+
+
+def set_entry_point_source(kind: Kind, source: Callable[[], Iterable[EntryPoint]]) -> None:
+    """Where the entry points of `kind` come from, when its layer keeps a replaceable source (default: the
+    installed entry points of `GROUPS[kind]`)."""
+    _SOURCES[_kind(kind)] = source
 
 
 def group_entry_points(group: str) -> tuple[EntryPoint, ...]:
-    """The installed entry points of `group` (tests may replace this function)."""
+    """The installed entry points of `group`."""
     return tuple(entry_points(group=group))
+
+
+def kind_entry_points(kind: Kind) -> tuple[EntryPoint, ...]:
+    """The entry points of `kind`: its source's, or the installed ones of its groups, in `GROUPS` order."""
+    source = _SOURCES.get(_kind(kind))
+    if source is not None:
+        return tuple(source())
+    return tuple(ep for group in GROUPS[kind] for ep in group_entry_points(group))
+
+
+def _by_name(kind: Kind, ep: EntryPoint) -> bool:
+    """Whether an entry point provides one object under its own name (loaded when that name is looked up)
+    rather than a module registering several (imported when its kind is first used)."""
+    return kind in _OBJECTS_ONLY or ep.attr is not None
+
+
+def _where_ep(ep: EntryPoint) -> str:
+    return f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}"
 
 
 def _load_entry_points(kind: Kind) -> None:
     if kind in _LOADED:
         return
     _LOADED.add(kind)  # first, so a plugin module that looks its own kind up while importing does not recurse
-    for group in GROUPS[kind]:
-        for ep in group_entry_points(group):
-            load_entry_point(kind, ep)
+    eps = kind_entry_points(kind)
+    for ep in eps:
+        if not _by_name(kind, ep):
+            try:
+                load_entry_point(kind, ep)
+            except PluginError as e:  # one broken plugin module must not take the built-ins down with it
+                _BROKEN[kind].append(str(e))
+    # Objects by name come after the modules, and a name registered already (a built-in) is not shadowed: the
+    # entry point is ignored. Two entry points giving one name different values make that name an error.
+    for ep in eps:
+        if not _by_name(kind, ep) or ep.name in _ENTRIES[kind]:
+            continue
+        other = _PENDING[kind].setdefault(ep.name, ep)
+        if other.value != ep.value:
+            _CONFLICTS[kind][ep.name] = (f"{kind} {ep.name!r} is provided twice: by {_where_ep(other)} "
+                                         f"and {_where_ep(ep)}")
 
 
 def load_entry_point(kind: Kind, ep: EntryPoint) -> None:
     """Register what one entry point provides; a one-line `PluginError` naming it and its group if it cannot."""
-    where = f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}"
+    where = _where_ep(ep)
     try:
         loader = _LOADERS.get(kind)
         obj = loader(ep) if loader is not None else ep.load()
@@ -172,54 +221,89 @@ def load_entry_point(kind: Kind, ep: EntryPoint) -> None:
         if not any((i := registry_info(v)) is not None and i.kind == kind for v in vars(obj).values()):
             raise PluginError(f"{where}: module {obj.__name__} registers no {kind}")
         return
-    info = registry_info(obj)
-    if info is not None and info.kind == kind and _ENTRIES[kind].get(info.name, None) is not None:
-        return  # registered by its decorator when its module was imported
-    try:
-        register(kind, ep.name, obj)
-    except UsageError as e:
-        raise PluginError(f"{where}: {e}") from None
+    tagged = registry_info(obj)
+    if not (tagged is not None and tagged.kind == kind and tagged.name in _ENTRIES[kind]):
+        try:  # not registered yet by its own decorator: under the entry point's name
+            register(kind, ep.name, obj)
+        except UsageError as e:
+            raise PluginError(f"{where}: {e}") from None
+    _ORIGINS[kind][tagged.name if tagged is not None and tagged.kind == kind else ep.name] = ep.value
+
+
+def _resolve(kind: Kind, name: str) -> None:
+    if name in _CONFLICTS[kind]:
+        raise PluginError(_CONFLICTS[kind][name])
+    ep = _PENDING[kind].get(name)
+    if ep is not None:
+        load_entry_point(kind, ep)  # a broken one stays pending: every lookup of it says so
+        del _PENDING[kind][name]
 
 
 def lookup(kind: Kind, name: str) -> object:
-    """The object registered as `kind` `name`; an `UnknownNameError` listing the valid names otherwise."""
+    """The object registered as `kind` `name` (its entry point loaded now if it is one); an `UnknownNameError`
+    listing the valid names when there is none, a `PluginError` when its entry point cannot be loaded."""
     kind = _kind(kind)
     _load_entry_points(kind)
+    _resolve(kind, name)
     try:
         return _ENTRIES[kind][name].obj
     except KeyError:
-        raise UnknownNameError(kind, name, _ENTRIES[kind]) from None
+        pass
+    if _BROKEN[kind]:  # the name may be one a broken plugin module would have registered: say so
+        raise PluginError(f"unknown {kind} {name!r} (valid: {', '.join(names(kind))}); and "
+                          + "; ".join(_BROKEN[kind]))
+    raise UnknownNameError(kind, name, names(kind))
 
 
 def info(kind: Kind, name: str) -> RegistryInfo:
-    """The `RegistryInfo` of `kind` `name` (an `UnknownNameError` as `lookup`)."""
+    """The `RegistryInfo` of `kind` `name` (errors as `lookup`)."""
     lookup(kind, name)
     return _ENTRIES[kind][name].info
 
 
-def names(kind: Kind) -> list[str]:
-    """The registered names of `kind`, sorted."""
+def origin(kind: Kind, name: str) -> str | None:
+    """The value of the entry point `kind` `name` comes (or will come) from; None if registered in code."""
     kind = _kind(kind)
     _load_entry_points(kind)
-    return sorted(_ENTRIES[kind])
+    pending = _PENDING[kind].get(name)
+    return pending.value if pending is not None else _ORIGINS[kind].get(name)
 
 
-def infos(kind: Kind) -> list[RegistryInfo]:
-    """The `RegistryInfo` of every object of `kind`, by name."""
-    return [_ENTRIES[kind][n].info for n in names(kind)]
+def names(kind: Kind) -> list[str]:
+    """The names of `kind`, sorted: registered ones and those of entry points not loaded yet."""
+    kind = _kind(kind)
+    _load_entry_points(kind)
+    return sorted(set(_ENTRIES[kind]) | set(_PENDING[kind]) | set(_CONFLICTS[kind]))
 
 
 def items(kind: Kind) -> list[tuple[RegistryInfo, object]]:
-    """(info, object) of every object of `kind`, by name."""
-    return [(_ENTRIES[kind][n].info, _ENTRIES[kind][n].obj) for n in names(kind)]
+    """(info, object) of every object of `kind`, by name; loads every entry point of the kind."""
+    out = []
+    for n in names(kind):
+        obj = lookup(kind, n)
+        out.append((_ENTRIES[kind][n].info, obj))
+    return out
+
+
+def infos(kind: Kind) -> list[RegistryInfo]:
+    """The `RegistryInfo` of every object of `kind`, by name; loads every entry point of the kind."""
+    return [i for i, _ in items(kind)]
 
 
 def unregister(kind: Kind, name: str) -> None:
     """Drop a registration (tests that register a temporary plugin clean up with it)."""
     _ENTRIES[_kind(kind)].pop(name, None)
+    _ORIGINS[_kind(kind)].pop(name, None)
 
 
 def reload(kinds: Iterable[Kind] = KINDS) -> None:
-    """Read the entry points of `kinds` again on their next lookup (after installing a plugin at run time)."""
-    for k in kinds:
-        _LOADED.discard(_kind(k))
+    """Forget what the entry points of `kinds` gave and read them again on the next lookup (a plugin installed at
+    run time, a test's temporary one). What code registered stays."""
+    for k in map(_kind, kinds):
+        _LOADED.discard(k)
+        for name in _ORIGINS[k]:
+            _ENTRIES[k].pop(name, None)
+        _ORIGINS[k].clear()
+        _PENDING[k].clear()
+        _CONFLICTS[k].clear()
+        _BROKEN[k].clear()
