@@ -8,12 +8,16 @@ Objects get here two ways, the same for the project's built-ins and for third pa
 
 - `register(kind, name, obj)` or its decorator form `@registered(kind, name)`, run when a module is imported;
 - the entry-point groups in `GROUPS`, read lazily (importlib.metadata) on the first `lookup`, `names` or
-  `infos` of their kind. An entry point names either a module, which registers what it defines when imported,
-  or an object, registered under the entry point's name unless it already carries its `RegistryInfo`.
+  `infos` of their kind. An entry point names either a module (`pkg.rules`), imported then, which registers
+  what it defines; or one object (`pkg:SPEC`), registered under the entry point's name when that name is first
+  looked up, so a broken third-party object never stops the others.
 
 The built-ins are entry points of this project's own distribution (pyproject.toml), so no lookup depends on a
-package `__init__` having been imported first. A duplicate name is a `UsageError`; a plugin that cannot be
-loaded is a one-line `PluginError` naming the entry point and its group.
+package `__init__` having been imported first (packs are data files: the loader registers its built-ins).
+Registering a taken name with another object is a `UsageError`; two entry points giving one name, a plugin
+that cannot be imported or gives the wrong object, is a one-line `PluginError` naming the entry point and its
+group (a plugin module that failed to import is named when a lookup misses). An entry point never shadows a
+name registered in code.
 """
 
 from __future__ import annotations

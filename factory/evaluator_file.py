@@ -4,9 +4,10 @@ The file is what a person reviews and approves, so it is what runs: its data def
 registered ones. Its derived fields (`rules`, `output_schema` sigma, `version` v) may be left out by a hand
 edit; a value the file states must equal the one derived from the rest, so a stale v cannot pass unnoticed.
 Analyses and rules are referenced by registered name; a name this installation does not know, or an analysis
-whose version moved on since the build, is a `SpecError` asking for a rebuild. Conduct's definitions are the
-exception: they are generated from the clauses of `pack.yaml`, where a person edits them, so the run takes
-them from there; `approve` rewrites a conduct file that a hand edit of `pack.yaml` made stale (`refresh`).
+whose version moved on since the build, is a `SpecError` asking for a rebuild. A generated component's
+definitions (`ComponentSpec.generated`, Conduct's from the clauses) are the exception: they come from
+`pack.yaml`, where a person edits them, so the run takes them from there; `approve` rewrites such a file that
+a hand edit of `pack.yaml` made stale (`refresh`).
 """
 
 from __future__ import annotations

@@ -363,7 +363,9 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
                 defs_added.append(DefinitionRef(component=component, id=item, version=str(d.get("version", ""))))
                 continue
             before = a[moved[item]]
-            keys = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
+            # `id` and `clause` differ by a rename itself; what the diff reports is what else changed.
+            keys = tuple(k for k in sorted(set(before) | set(d))
+                         if k not in ("id", "clause") and before.get(k) != d.get(k))
             if keys:
                 defs_changed.append(DefinitionChange(
                     component=component, id=item, old_id=moved[item], old_version=str(before.get("version", "")),
@@ -457,7 +459,7 @@ def approve_suite(directory: Path, *, by: str | None = None, note: str | None = 
     """
     _suite_dir(directory)
     suite = read_suite_files(directory)  # never approve what a run could not load
-    if refresh(directory, suite.pack):  # a hand edit of pack.yaml: the conduct file follows its clauses
+    if refresh(directory, suite.pack):  # a hand edit of pack.yaml: generated evaluator files follow it
         suite = read_suite_files(directory)
     files = read_suite_bytes(directory)
     hashes = {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}

@@ -33,7 +33,6 @@ from agent_factory.evaluators.collect.prompt import (
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor, redact_text
 from agent_factory.evaluators.collect.schema import json_schema
-from agent_factory.evaluators.components.conduct.definitions import describe
 from agent_factory.evaluators.core.registry import ClauseRule, rule_names
 from agent_factory.evaluators.core.registry import clause_rules as registered_clause_rules
 from agent_factory.factory.compile.checks import MODEL_TIERS
@@ -302,7 +301,7 @@ def accept(p: Proposal, pend: Pending, *, cat: Catalogue, text: str, source: str
     detection = always() if trig is None else None
     trigger = trig if trig is not None else detection.condition  # type: ignore[union-attr]
     how: DetectorHow = "always" if trig is None else _detector(trig)
-    note = detection.note if detection is not None else describe(trigger)
+    note = detection.note if detection is not None else trigger.describe()
     ob = _condition(p.obligation, "obligation", cat, text)
     if ob is not None and ob.rule is not None:
         declared = _clause_rule(ob.rule)
@@ -317,7 +316,7 @@ def accept(p: Proposal, pend: Pending, *, cat: Catalogue, text: str, source: str
         obligation = ClauseCondition(tiers=MODEL_TIERS,
                                      question=p.obligation.question.strip() or _question(u.sentence, clause_layer))
     else:
-        check = Check(how="rule" if ob.rule else "matcher", note=describe(ob), rule=ob.rule)
+        check = Check(how="rule" if ob.rule else "matcher", note=ob.describe(), rule=ob.rule)
         obligation = ob
     polarity: Polarity = "avoid" if p.kind in ("must_not", "never") else "do" if p.kind in ("must", "should") \
         else p.polarity
