@@ -45,6 +45,9 @@ GROUPS: Mapping[Kind, tuple[str, ...]] = MappingProxyType({
 })
 """Entry-point groups read for each kind, in order."""
 
+_BUILT_IN_KINDS: frozenset[str] = frozenset({"adapter", "rule", "component"})
+"""Kinds whose built-ins are entry points of this project's distribution (pyproject.toml)."""
+
 INFO_ATTR = "__registry_info__"
 """The attribute a registered object carries its `RegistryInfo` in (when it accepts attributes)."""
 
@@ -253,6 +256,9 @@ def lookup(kind: Kind, name: str) -> object:
         return _ENTRIES[kind][name].obj
     except KeyError:
         pass
+    if kind in _BUILT_IN_KINDS and not kind_entry_points(kind):  # e.g. a source tree never pip-installed
+        raise PluginError(f"unknown {kind} {name!r}: no entry point of group {GROUPS[kind][0]!r} is installed, "
+                          "not even this project's own; install agent-factory (pip install -e .)")
     if _BROKEN[kind]:  # the name may be one a broken plugin module would have registered: say so
         raise PluginError(f"unknown {kind} {name!r} (valid: {', '.join(names(kind))}); and "
                           + "; ".join(_BROKEN[kind]))

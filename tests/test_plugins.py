@@ -197,3 +197,10 @@ def test_the_compilers_rule_layers_are_the_registry_declarations() -> None:
         "conduct.booking_limits", "conduct.confirmed_before_action"}
     assert list(compiler_rules()) == sorted(declared)
     assert compiler_rules()["execution.has_retrieval"] == "The turn has a retrieval step."
+
+
+def test_without_any_installed_entry_point_a_miss_says_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plugins, "group_entry_points", lambda group: ())
+    with pytest.raises(PluginError, match=r"^unknown component 'nope': no entry point of group "
+                                          r"'agent_factory.components' is installed.*pip install -e \.\)$"):
+        get_component("nope")
