@@ -8,9 +8,11 @@ item naming the file, the record and the field; the adapter then goes on with th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
+from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.frozen import Frozen
@@ -59,37 +61,41 @@ class Adapter(Protocol):
         ...
 
 
-_REGISTRY: dict[str, Adapter] = {}
-_ORDER: list[str] = []
+DEFAULT_PRIORITY = 100
+"""Sniffing priority of an adapter registered without one: after the built-ins (10-80), which are specific."""
 
 
-def register(adapter: Adapter, *, priority: int | None = None) -> Adapter:
-    """Add an adapter to the registry; `priority` places it earlier in sniffing order."""
-    _REGISTRY[adapter.name] = adapter
-    if adapter.name in _ORDER:
-        _ORDER.remove(adapter.name)
-    _ORDER.insert(len(_ORDER) if priority is None else priority, adapter.name)
-    return adapter
+def _instance(ep: EntryPoint) -> object:
+    obj = ep.load()
+    return obj() if isinstance(obj, type) else obj  # an adapter class is instantiated without arguments
 
 
-def _load_builtins() -> None:
-    # Imported for their registration side effect; late so this module stays import-cycle free.
-    import agent_factory.adapters.builtin  # noqa: F401
+plugins.expect("adapter", lambda o: isinstance(o, Adapter), "an Adapter (name, description, sniff, read)")
+plugins.set_entry_point_loader("adapter", _instance)
+
+
+def register(adapter: Adapter, *, priority: int = DEFAULT_PRIORITY) -> Adapter:
+    """Add an adapter to the registry under its name; a lower `priority` sniffs it earlier (ties: by name)."""
+    return plugins.register("adapter", adapter.name, adapter, metadata={"priority": priority})
+
+
+def _sniff_order() -> list[tuple[str, Adapter]]:
+    ranked = sorted(plugins.items("adapter"), key=lambda it: (it[0].metadata.get("priority", DEFAULT_PRIORITY),
+                                                              it[0].name))
+    return [(info.name, cast(Adapter, obj)) for info, obj in ranked]
 
 
 def adapter_names() -> list[str]:
     """Registered format names in sniffing order."""
-    _load_builtins()
-    return list(_ORDER)
+    return [name for name, _ in _sniff_order()]
 
 
 def get_adapter(name: str) -> Adapter:
     """The adapter registered as `name`; an `UnknownNameError` listing valid names otherwise."""
-    _load_builtins()
     try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise UnknownNameError("format", name, _REGISTRY) from None
+        return cast(Adapter, plugins.lookup("adapter", name))
+    except UnknownNameError as e:
+        raise UnknownNameError("format", name, e.valid) from None
 
 
 def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
@@ -125,18 +131,17 @@ def cut_at_depth(head: bytes, limit: int = MAX_NESTING) -> bytes:
 
 def detect(path: Path) -> Adapter:
     """Find the adapter for a file by sniffing its first bytes; `SpecError` if none matches."""
-    _load_builtins()
+    order = _sniff_order()
     head = read_head(path)
     if not head.strip():
         raise SpecError(f"{path}: file is empty; nothing to ingest")
     # Sniffers see the head only up to absurd nesting: such a record is quarantined when read, and ijson's
     # per-event prefixes would make sniffing it quadratic.
     head = cut_at_depth(head)
-    for name in _ORDER:
-        adapter = _REGISTRY[name]
+    for _name, adapter in order:
         if adapter.sniff(head, path):
             return adapter
     raise SpecError(
         f"{path}: unknown format (no adapter recognised the first {len(head)} bytes); "
-        f"pass --format with one of: {', '.join(_ORDER)}"
+        f"pass --format with one of: {', '.join(n for n, _ in order)}"
     )

@@ -1,4 +1,5 @@
-"""Registers the built-in adapters, in sniffing order (most specific first)."""
+"""The built-in adapters with their sniffing priorities (most specific first), registered when this module is
+imported: the `agent_factory.adapters` entry point `builtin` (pyproject.toml) names it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,11 @@ from agent_factory.adapters.otel import FlatSpanLinesAdapter, NestedSpanTreeAdap
 from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
 from agent_factory.adapters.who_when import WhoWhenAdapter
 
-for _adapter in (
-    NestedSpanTreeAdapter(),
-    OtlpJsonAdapter(),
-    FlatSpanLinesAdapter(),
-    TauBenchAdapter(),
-    OpenAIChatAdapter(),
-    WhoWhenAdapter(),
-    RunContractAdapter(),
-    StepLogAdapter(),
-):
-    register(_adapter)
+NESTED_SPAN_TREE = register(NestedSpanTreeAdapter(), priority=10)
+OTLP_JSON = register(OtlpJsonAdapter(), priority=20)
+FLAT_SPAN_LINES = register(FlatSpanLinesAdapter(), priority=30)
+TAU_BENCH = register(TauBenchAdapter(), priority=40)
+OPENAI_CHAT = register(OpenAIChatAdapter(), priority=50)
+WHO_WHEN = register(WhoWhenAdapter(), priority=60)
+RUN_CONTRACT = register(RunContractAdapter(), priority=70)
+STEP_LOG = register(StepLogAdapter(), priority=80)

@@ -4,9 +4,10 @@ The file is what a person reviews and approves, so it is what runs: its data def
 registered ones. Its derived fields (`rules`, `output_schema` sigma, `version` v) may be left out by a hand
 edit; a value the file states must equal the one derived from the rest, so a stale v cannot pass unnoticed.
 Analyses and rules are referenced by registered name; a name this installation does not know, or an analysis
-whose version moved on since the build, is a `SpecError` asking for a rebuild. Conduct's definitions are the
-exception: they are generated from the clauses of `pack.yaml`, where a person edits them, so the run takes
-them from there; `approve` rewrites a conduct file that a hand edit of `pack.yaml` made stale (`refresh`).
+whose version moved on since the build, is a `SpecError` asking for a rebuild. A generated component's
+definitions (`ComponentSpec.generated`, Conduct's from the clauses) are the exception: they come from
+`pack.yaml`, where a person edits them, so the run takes them from there; `approve` rewrites such a file that
+a hand edit of `pack.yaml` made stale (`refresh`).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def evaluator_yaml(ev: EvaluatorSpec) -> str:
 
 
 def stale(ev: EvaluatorSpec, pack: KnowledgePack) -> bool:
-    """Whether a generated evaluator's definitions (conduct's) no longer match what `pack` generates."""
+    """Whether a generated evaluator's definitions (`ComponentSpec.generated`) no longer match what `pack` generates."""
     spec = get_component(ev.component)
     if not spec.generated:
         return False
@@ -153,7 +154,7 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
     notices = []
     definitions = ev.definitions
     if registered.generated:
-        # Conduct's definitions are generated from the clauses of pack.yaml (where a person edits them); the
+        # Generated definitions (Conduct's, from the clauses of pack.yaml, where a person edits them): the
         # file lists them for review. A hand edit of pack.yaml makes the list stale: the clauses win.
         definitions = registered.definitions_for(pack)
         if stale(ev, pack):
@@ -168,6 +169,6 @@ def load_evaluator(path: Path, *, component: str, pack: KnowledgePack) -> tuple[
         if template.digest != template_digest(_template_kind(kind, path), templates):
             notices.append(f"{path.name}: prompt template {kind} changed since the build; the run renders "
                            f"{templates / template.file.removeprefix('templates/')}")
-    extra = {k: v for k, v in registered.extra.items() if k != "definitions_for"}
-    spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), extra=extra)
+    # The run's definitions are fixed now (generated ones from this pack): the spec no longer generates.
+    spec = dataclasses.replace(registered, definitions=definitions, analyses=tuple(analyses), generate=None)
     return spec, notices

@@ -22,7 +22,7 @@ import yaml
 
 from agent_factory.digest import digest
 from agent_factory.errors import SpecError
-from agent_factory.evaluators.core import COMPONENTS
+from agent_factory.evaluators.core import COMPONENTS, components
 from agent_factory.factory.evaluator_file import refresh
 from agent_factory.factory.suite import (
     APPROVAL_FILE,
@@ -247,6 +247,15 @@ class _Side:
             else ""
         self.lines = {cid: int(n) for n, cid in _LINE_COMMENT.findall(pack_text)}
         self.definitions: dict[str, dict[str, dict[str, Any]]] = {}
+        # Clause -> the data items generated from it, in order (generated components, over this side's pack):
+        # a renamed clause's items pair by position, whatever the component's id scheme.
+        self.clause_items: dict[str, list[str]] = {}
+        for spec in components():
+            if spec.generated:
+                for d in spec.definitions_for(suite.pack):
+                    if d.clause is not None:
+                        self.clause_items.setdefault(d.clause, []).append(d.id)
+        self.item_clause = {item: cid for cid, items in self.clause_items.items() for item in items}
         self.versions: dict[str, str | None] = {}
         manifest = _json(directory / MANIFEST_FILE).get("evaluators", {})
         for component in COMPONENTS:
@@ -314,11 +323,14 @@ def _pair(removed: list[str], added: list[str], old: _Side, new: _Side) -> dict[
     return pairs
 
 
-def _renamed_item(item: str, renames: dict[str, str]) -> str:
-    parts = item.split(".")
-    if len(parts) == 3 and parts[0] == "conduct" and parts[1] in renames:
-        return f"conduct.{renames[parts[1]]}.{parts[2]}"
-    return item
+def _renamed_item(item: str, renames: dict[str, str], old: _Side, new: _Side) -> str:
+    """The id `item` has on the new side: the same position among the items of its renamed clause."""
+    cid = old.item_clause.get(item)
+    if cid is None or cid not in renames:
+        return item
+    position = old.clause_items[cid].index(item)
+    now = new.clause_items.get(renames[cid], [])
+    return now[position] if position < len(now) else item
 
 
 def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDiff:
@@ -345,13 +357,15 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
     reused = 0
     for component in COMPONENTS:
         a, b = old.definitions[component], new.definitions[component]
-        moved = {_renamed_item(i, renames): i for i in a}
+        moved = {_renamed_item(i, renames, old, new): i for i in a}
         for item, d in b.items():
             if item not in moved:
                 defs_added.append(DefinitionRef(component=component, id=item, version=str(d.get("version", ""))))
                 continue
             before = a[moved[item]]
-            keys = tuple(k for k in sorted(set(before) | set(d)) if k != "id" and before.get(k) != d.get(k))
+            # `id` and `clause` differ by a rename itself; what the diff reports is what else changed.
+            keys = tuple(k for k in sorted(set(before) | set(d))
+                         if k not in ("id", "clause") and before.get(k) != d.get(k))
             if keys:
                 defs_changed.append(DefinitionChange(
                     component=component, id=item, old_id=moved[item], old_version=str(before.get("version", "")),
@@ -359,7 +373,7 @@ def _compare(old_label: str, new_label: str, old: _Side, new: _Side) -> SuiteDif
             else:
                 reused += 1
         defs_removed.extend(DefinitionRef(component=component, id=i, version=str(d.get("version", "")))
-                            for i, d in a.items() if _renamed_item(i, renames) not in b)
+                            for i, d in a.items() if _renamed_item(i, renames, old, new) not in b)
     evaluators = [EvaluatorChange(component=c, old=old.versions[c], new=new.versions[c])
                   for c in COMPONENTS if old.versions[c] != new.versions[c]]
 
@@ -445,7 +459,7 @@ def approve_suite(directory: Path, *, by: str | None = None, note: str | None = 
     """
     _suite_dir(directory)
     suite = read_suite_files(directory)  # never approve what a run could not load
-    if refresh(directory, suite.pack):  # a hand edit of pack.yaml: the conduct file follows its clauses
+    if refresh(directory, suite.pack):  # a hand edit of pack.yaml: generated evaluator files follow it
         suite = read_suite_files(directory)
     files = read_suite_bytes(directory)
     hashes = {rel: digest(data) for rel, data in files.items()}

@@ -1,8 +1,10 @@
 """Find, read, merge and validate knowledge packs.
 
-A pack is named by a path, a built-in name (`default`, `business_analysis`) or a name a third-party package
-registers under the entry-point group `agent_factory.knowledge_packs` (the entry point's object is a callable
-returning a path, or a path). `extends` merges a parent under the child: mappings merge key by key, lists of
+A pack is named by a path, a built-in name (`default`, `business_analysis`, `airline`) or a name a third-party
+package registers under the entry-point group `agent_factory.packs` or `agent_factory.knowledge_packs` (the
+entry point's object is a callable returning a path, or a path). Names live in the plugin registry
+(`agent_factory.plugins`, kind `pack`, the object a path); an entry point is loaded when its name is used.
+`extends` merges a parent under the child: mappings merge key by key, lists of
 items with an `id` or `name` merge item by item (a child item replaces the parent's item of the same key in
 place, new items are appended), anything else the child states replaces the parent's value.
 
@@ -12,24 +14,27 @@ Every problem becomes a one-line `SpecError` naming the file and the dotted fiel
 from __future__ import annotations
 
 import os
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError
 
+from agent_factory import plugins
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.knowledge_packs.model import KnowledgePack
 from agent_factory.validation import describe_error
 
 GROUP = "agent_factory.knowledge_packs"
-"""Entry-point group under which third-party packages register packs."""
+"""The first entry-point group under which third-party packages register packs (`agent_factory.packs`, the
+registry's group for the kind, is read too)."""
 _HERE = Path(__file__).resolve().parent
 BUILTINS: dict[str, str] = {
-    "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline.yaml",
+    "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline/pack.yaml",
 }
-"""Built-in pack name -> file in this package. Built-ins cannot be shadowed by entry points."""
+"""Built-in pack name -> file in this package, registered in code (data files, not plugins): an entry point of
+the same name is ignored, so built-ins cannot be shadowed."""
 
 
 def default_pack_path() -> Path:
@@ -38,23 +43,14 @@ def default_pack_path() -> Path:
 
 
 def pack_entry_points() -> tuple[EntryPoint, ...]:
-    """The installed entry points of group `agent_factory.knowledge_packs` (tests replace this function)."""
-    return tuple(entry_points(group=GROUP))
-
-
-def _third_party() -> dict[str, EntryPoint]:
-    found: dict[str, EntryPoint] = {}
-    for ep in pack_entry_points():
-        if ep.name not in BUILTINS:
-            found.setdefault(ep.name, ep)
-    return found
+    """The installed entry points of the pack groups, `agent_factory.packs` then `agent_factory.knowledge_packs`
+    (`plugins.GROUPS["pack"]`; tests replace this function)."""
+    return tuple(ep for group in plugins.GROUPS["pack"] for ep in plugins.group_entry_points(group))
 
 
 def list_packs() -> dict[str, str]:
-    """Pack name -> where it comes from: the file of a built-in, the entry point's value otherwise."""
-    out = {name: str(_HERE / file) for name, file in BUILTINS.items()}
-    out.update({name: ep.value for name, ep in _third_party().items()})
-    return dict(sorted(out.items()))
+    """Pack name -> where it comes from: the file of a built-in, the entry point's value otherwise (not loaded)."""
+    return {name: plugins.origin("pack", name) or str(plugins.lookup("pack", name)) for name in plugins.names("pack")}
 
 
 def _looks_like_path(s: str) -> bool:
@@ -67,19 +63,19 @@ def _existing(p: Path) -> Path:
     return p
 
 
-def _entry_point_path(ep: EntryPoint) -> Path:
-    where = f"knowledge pack entry point {ep.name!r} ({ep.value})"
+def _entry_point_path(ep: EntryPoint) -> object:
+    """What a pack entry point gives: a path as its value, or the object it names (called when callable)."""
     if ":" not in ep.value and _looks_like_path(ep.value):
-        return _existing(Path(ep.value))
-    try:
-        obj: Any = ep.load()
-        if callable(obj):
-            obj = obj()
-    except Exception as e:  # third-party code: any failure becomes a user-facing error
-        raise SpecError(f"{where} failed: {type(e).__name__}: {e}".replace("\n", " ")) from e
-    if not isinstance(obj, str | os.PathLike):
-        raise SpecError(f"{where} gave {type(obj).__name__}, expected a path to a pack YAML file")
-    return _existing(Path(obj))
+        return Path(ep.value)
+    obj: Any = ep.load()
+    return obj() if callable(obj) else obj
+
+
+plugins.expect("pack", lambda o: isinstance(o, str | os.PathLike), "a path to a pack YAML file")
+plugins.set_entry_point_loader("pack", _entry_point_path, objects_only=True)
+plugins.set_entry_point_source("pack", lambda: pack_entry_points())  # late-bound: tests replace the function
+for _name, _file in BUILTINS.items():
+    plugins.register("pack", _name, _HERE / _file, metadata={"builtin": True})
 
 
 def resolve_pack(name_or_path: str | Path, *, relative_to: Path | None = None) -> Path:
@@ -91,13 +87,10 @@ def resolve_pack(name_or_path: str | Path, *, relative_to: Path | None = None) -
     if isinstance(name_or_path, Path):
         p = name_or_path
     else:
-        if name_or_path in BUILTINS:
-            return _HERE / BUILTINS[name_or_path]
-        third = _third_party()
-        if name_or_path in third:
-            return _entry_point_path(third[name_or_path])
+        if name_or_path in plugins.names("pack"):
+            return _existing(Path(cast(str | os.PathLike[str], plugins.lookup("pack", name_or_path))))
         if not _looks_like_path(name_or_path):
-            raise UnknownNameError("knowledge pack", name_or_path, list_packs())
+            raise UnknownNameError("knowledge pack", name_or_path, plugins.names("pack"))
         p = Path(name_or_path)
     if not p.is_absolute() and relative_to is not None:
         p = relative_to / p

@@ -421,6 +421,25 @@ class ClauseCondition(Frozen):
         """Whether the rule tier can decide it (a rule or a built-in condition)."""
         return "rule" in self.tiers
 
+    def describe(self) -> str:
+        """A short readable statement of a condition, for questions and reviewers."""
+        if self.rule is not None:
+            return f"rule {self.rule}"
+        parts = []
+        where = " or ".join(self.fields)
+        if self.lexicon is not None:
+            parts.append(f"a '{self.lexicon}' lexicon pattern in the {where}")
+        if self.regex is not None:
+            parts.append(f"text matching /{self.regex}/ in the {where}")
+        if self.tool_names:
+            parts.append("any tool call" if "*" in self.tool_names else f"a call to {', '.join(self.tool_names)}")
+        if self.attribute_present:
+            parts.append(f"attribute {' or '.join(self.attribute_present)} present")
+        for key, values in self.attribute_equals.items():
+            wanted = values if isinstance(values, tuple | list) else (values,)
+            parts.append(f"{key} == {' or '.join(map(str, wanted))}")
+        return " or ".join(parts) if parts else "judged by a model"
+
 
 class Clause(Frozen):
     """One policy clause r = (trigger phi_t, obligation psi) from an agent's role spec (Conduct).

@@ -11,7 +11,8 @@ is rewritten from them (`redact_pieces`).
 (region, plausible birth date, sequence, check character; the check itself is not required, so a mistyped
 number is still hidden) -> `[CN_ID]`; card numbers (13-19 digits, separators allowed, Luhn-verified) ->
 `[CARD]`; phone numbers (Chinese mobiles, `+`/`00` international forms, North American and 0-prefixed local
-forms) -> `[PHONE]`. A custom redactor is configured as `[privacy] redactor = "module:attr"`.
+forms) -> `[PHONE]`. A custom redactor is configured as `[privacy] redactor = "module:attr"`, or by a name
+registered under the entry-point group `agent_factory.redactors` (`default`: this one).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from agent_factory import plugins
 from agent_factory.errors import SpecError
 
 VERSION = "1"
@@ -198,17 +200,28 @@ def redact_pieces(
     return out
 
 
+plugins.register("redactor", "default", DefaultRedactor)
+
+
 def load_redactor(ref: str | None) -> Redactor:
-    """The redactor named `module:attr` (an instance, or a class / factory called without arguments)."""
+    """The redactor named `module:attr`, or a registered name (`default`, or one a package registers under the
+    entry-point group `agent_factory.redactors`): an instance, or a class / factory called without arguments."""
     if not ref:
         return DefaultRedactor()
     module_name, _, attr = ref.partition(":")
-    if not module_name or not attr:
-        raise SpecError(f"privacy.redactor: expected 'module:attr', got {ref!r}")
-    try:
-        obj = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise SpecError(f"privacy.redactor: cannot load {ref!r}: {e}") from None
+    obj: object
+    if ":" not in ref:
+        try:
+            obj = plugins.lookup("redactor", ref)
+        except SpecError as e:  # an unknown name lists the registered ones
+            raise SpecError(f"privacy.redactor: {e}; or give 'module:attr'") from None
+    elif not module_name or not attr:
+        raise SpecError(f"privacy.redactor: expected 'module:attr' or a registered name, got {ref!r}")
+    else:
+        try:
+            obj = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as e:
+            raise SpecError(f"privacy.redactor: cannot load {ref!r}: {e}") from None
     if isinstance(obj, type) or (not isinstance(obj, Redactor) and callable(obj)):
         obj = obj()
     if not isinstance(obj, Redactor):

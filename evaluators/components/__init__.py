@@ -1,11 +1,6 @@
-"""The seven components; importing this package registers their definitions, rules and analyses."""
+"""The seven components, one package each: data definitions, rules and analyses.
 
-from agent_factory.evaluators.components import (  # noqa: F401  (imported for registration)
-    adjudication,
-    conduct,
-    execution,
-    provenance,
-    results,
-    substance,
-    trajectory,
-)
+They reach the registry through this project's entry points (`agent_factory.components` for each package's
+`SPEC`, `agent_factory.rules` for each `rules` module; pyproject.toml), read on the first lookup: importing
+this package registers nothing.
+"""

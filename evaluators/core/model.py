@@ -77,6 +77,10 @@ class DataDefinition(Frozen):
     """Whether analyses may use it (the audit retires items whose kappa is below 0.60)."""
     description: str = ""
     """Notes for reviewers: sources, edge cases."""
+    clause: str | None = None
+    """The pack clause it was generated from (Conduct's), so the pipeline graph and the suite diff follow
+    clauses from data, not from ids; None for a fixed definition. Left out of `digest`: the id already names
+    the clause and `version` carries its content, so adding the field changed no cache key."""
 
     @model_validator(mode="after")
     def _collectable(self) -> DataDefinition:
@@ -88,7 +92,7 @@ class DataDefinition(Frozen):
 
     def digest(self) -> str:
         """Content hash: part of every cache key of this datum."""
-        return stable_id(self.model_dump_json(), prefix="d")
+        return stable_id(self.model_dump_json(exclude={"clause"}), prefix="d")
 
 
 class CollectorIdentity(Frozen):

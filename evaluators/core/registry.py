@@ -8,14 +8,14 @@ an *analysis* turns observations (data of many units) into results (pure, versio
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
+from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
 from agent_factory.digest import stable_id
-from agent_factory.errors import UnknownNameError
 from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
@@ -128,6 +128,11 @@ class Analysis:
         return f"{self.version}+{digest[:12]}"
 
 
+DefinitionsFor = Callable[[KnowledgePack], tuple[DataDefinition, ...]]
+"""A generated component's data definitions over a pack (Conduct's, from the clauses)."""
+Segments = Literal["real", "all"]
+
+
 @dataclass(frozen=True)
 class ComponentSpec:
     """A component: its data definitions (rho) and analyses (f)."""
@@ -136,75 +141,104 @@ class ComponentSpec:
     definitions: tuple[DataDefinition, ...]
     analyses: tuple[Analysis, ...]
     description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    generate: DefinitionsFor | None = None
+    """Generates the definitions from the pack (Conduct's from the clauses); None: `definitions` are fixed."""
+    segments: Segments = "real"
+    """The traffic whose units it reads: real traffic only, or every segment (Provenance, to count what it
+    excludes)."""
 
     @property
     def generated(self) -> bool:
-        """Whether its definitions are generated from the pack (`extra["definitions_for"]`, as Conduct's from
-        the clauses) rather than fixed."""
-        return callable(self.extra.get("definitions_for"))
+        """Whether its definitions are generated from the pack (`generate`) rather than fixed."""
+        return self.generate is not None
 
     @property
     def all_segments(self) -> bool:
-        """Whether it reads the turns of every traffic segment (`extra["segments"] == "all"`, as Provenance
-        does to count what it excludes), not only real traffic."""
-        return self.extra.get("segments") == "all"
+        """Whether it reads the turns of every traffic segment (`segments == "all"`), not only real traffic."""
+        return self.segments == "all"
 
     def definitions_for(self, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
         """Its data definitions over `pack`."""
-        return tuple(self.extra["definitions_for"](pack)) if self.generated else self.definitions
+        return tuple(self.generate(pack)) if self.generate is not None else self.definitions
 
 
-_RULES: dict[str, RuleFn] = {}
-_COMPONENTS: dict[str, ComponentSpec] = {}
+# ---- the registry's rule and component kinds (agent_factory.plugins) -------------------------------------
+
+plugins.expect("rule", callable, "a rule function (unit, RuleContext) -> RuleAnswer")
+plugins.expect("component", lambda o: isinstance(o, ComponentSpec), "a ComponentSpec")
 
 
-def rule(name: str) -> Callable[[RuleFn], RuleFn]:
-    """Decorator: register a rule collector under `name` (dotted, component first)."""
+def rule(
+    name: str, *, layers: Sequence[Layer] = (), params: Mapping[str, str] | None = None,
+    needs_trigger_tools: bool = False, reads: Sequence[str] = (), summary: str | None = None,
+) -> Callable[[RuleFn], RuleFn]:
+    """Decorator: register a rule collector under `name` (dotted, component or pack first).
+
+    A rule a clause's trigger or obligation may name (`rule:` in a pack, or a compiled spec) declares the
+    `layers` it works on; the compiler offers exactly those rules, tells the model their layers and checks
+    proposals against them. `params`: the clause parameters it reads (name -> meaning). `needs_trigger_tools`:
+    it acts on the calls of the clause trigger's tools, so the trigger must name some. `reads`: the unit fields
+    it reads. `summary`: its one-line description for the compiler (default: its docstring's first paragraph).
+    """
+    metadata = {"layers": tuple(layers), "params": dict(params or {}), "needs_trigger_tools": needs_trigger_tools,
+                "reads": tuple(reads), "summary": summary}
 
     def deco(fn: RuleFn) -> RuleFn:
-        if name in _RULES and _RULES[name] is not fn:
-            raise ValueError(f"rule {name!r} registered twice")
-        _RULES[name] = fn
-        return fn
+        return plugins.register("rule", name, fn, metadata=metadata)
 
     return deco
 
 
 def get_rule(name: str) -> RuleFn:
     """The rule registered as `name`; `UnknownNameError` listing valid names otherwise."""
-    _load_builtins()
-    try:
-        return _RULES[name]
-    except KeyError:
-        raise UnknownNameError("rule", name, _RULES) from None
+    return cast(RuleFn, plugins.lookup("rule", name))
 
 
 def rule_names() -> list[str]:
-    _load_builtins()
-    return sorted(_RULES)
+    """Every registered rule name, sorted."""
+    return plugins.names("rule")
 
 
-def register_component(spec: ComponentSpec) -> ComponentSpec:
-    _COMPONENTS[spec.name] = spec
-    return spec
+@dataclass(frozen=True)
+class ClauseRule:
+    """A rule a clause condition may name, as the compiler offers it."""
+
+    name: str
+    summary: str
+    layers: tuple[Layer, ...]
+    params: Mapping[str, str]
+    needs_trigger_tools: bool
+
+
+def clause_rules() -> list[ClauseRule]:
+    """The rules that declare layers (the ones a clause may name), by name."""
+    out = []
+    for info, fn in plugins.items("rule"):
+        layers = tuple(info.metadata.get("layers", ()))
+        if not layers:
+            continue
+        summary = info.metadata.get("summary") or " ".join(
+            (getattr(fn, "__doc__", None) or "").strip().split("\n\n")[0].split())
+        out.append(ClauseRule(name=info.name, summary=summary, layers=layers, params=info.metadata.get("params", {}),
+                              needs_trigger_tools=bool(info.metadata.get("needs_trigger_tools"))))
+    return out
+
+
+def register_component(spec: ComponentSpec, *, replace: bool = False) -> ComponentSpec:
+    """Register a component under its name (the built-ins come through the `agent_factory.components` entry
+    points); `replace` swaps a registered one (tests)."""
+    return plugins.register("component", spec.name, spec, replace=replace)
 
 
 def get_component(name: str) -> ComponentSpec:
-    _load_builtins()
-    try:
-        return _COMPONENTS[name]
-    except KeyError:
-        raise UnknownNameError("component", name, _COMPONENTS) from None
+    """The component registered as `name`; `UnknownNameError` listing valid names otherwise."""
+    return cast(ComponentSpec, plugins.lookup("component", name))
 
 
 def components() -> list[ComponentSpec]:
-    """Registered components in the design's order."""
+    """Registered components: the design's seven in its order, then any others by name."""
     from agent_factory.evaluators.core.model import COMPONENTS
 
-    _load_builtins()
-    return [_COMPONENTS[c] for c in COMPONENTS if c in _COMPONENTS]
-
-
-def _load_builtins() -> None:
-    import agent_factory.evaluators.components  # noqa: F401  (registers the built-in components and their rules)
+    found = plugins.names("component")
+    order = [c for c in COMPONENTS if c in found] + [c for c in found if c not in COMPONENTS]
+    return [get_component(c) for c in order]

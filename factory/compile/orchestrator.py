@@ -33,8 +33,8 @@ from agent_factory.evaluators.collect.prompt import (
 )
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor, redact_text
 from agent_factory.evaluators.collect.schema import json_schema
-from agent_factory.evaluators.components.conduct.definitions import OBLIGATION_RULE, TRIGGER_RULE, describe
-from agent_factory.evaluators.core.registry import get_rule, rule_names
+from agent_factory.evaluators.core.registry import ClauseRule, rule_names
+from agent_factory.evaluators.core.registry import clause_rules as registered_clause_rules
 from agent_factory.factory.compile.checks import MODEL_TIERS
 from agent_factory.factory.compile.compiler import _clause_id
 from agent_factory.factory.compile.detect import DetectorHow, always
@@ -52,17 +52,6 @@ BATCH_SIZE = 20
 MODEL_ERROR = "model error after retries"
 T = TypeVar("T")
 
-# Rules the clause checks may name, besides the conduct rules: the deterministic compiler uses it too.
-_EXTRA_RULES = {"execution.has_retrieval": "The turn has a retrieval step."}
-# What rules.py documents about each conduct rule's unit and inputs; the model is told, and proposals checked.
-_RULE_LAYERS: dict[str, tuple[ClauseLayer, ...]] = {
-    "conduct.confirmed_before_action": ("conversation",),
-    "conduct.one_tool_call_per_message": ("trace", "conversation"),
-    "conduct.no_reply_with_tool_call": ("trace", "conversation"),
-    "conduct.booking_limits": ("trace", "conversation"),
-    "execution.has_retrieval": ("trace",),
-}
-_NEEDS_TRIGGER_TOOLS = frozenset({"conduct.confirmed_before_action", "conduct.booking_limits"})
 _LEXICONS = {
     "injection": "text addressed to an evaluator rather than the agent",
     "frustration": "the user expressing frustration",
@@ -165,7 +154,7 @@ class Catalogue:
         return {
             "tools": list(self.tools),
             "lexicons": {c: _LEXICONS.get(c, "") for c in self.lexicons},
-            "rules": {n: d + (f" Layers: {', '.join(_RULE_LAYERS[n])}." if n in _RULE_LAYERS else "")
+            "rules": {n: d + (f" Layers: {', '.join(_rule_layers(n))}." if _rule_layers(n) else "")
                       for n, d in self.rules.items()},
             "fields": list(_FIELDS),
             "default_layer": self.default_layer,
@@ -185,12 +174,18 @@ class OrchestratorResult:
 
 
 def clause_rules() -> dict[str, str]:
-    """Rules a compiled clause may name -> one line of description (the generic rules are implied by the
-    built-in conditions, so they are not offered)."""
-    names = rule_names()
-    out = {n: " ".join((get_rule(n).__doc__ or "").strip().split("\n\n")[0].split())
-           for n in names if n.startswith("conduct.") and n not in (TRIGGER_RULE, OBLIGATION_RULE)}
-    return out | {n: d for n, d in _EXTRA_RULES.items() if n in names}
+    """Rules a compiled clause may name -> one line of description: those declaring their layers in the registry
+    (`@rule(..., layers=...)`); the generic rules are implied by the built-in conditions, so they declare none."""
+    return {r.name: r.summary for r in registered_clause_rules()}
+
+
+def _clause_rule(name: str) -> ClauseRule | None:
+    return next((r for r in registered_clause_rules() if r.name == name), None)
+
+
+def _rule_layers(name: str) -> tuple[str, ...]:
+    r = _clause_rule(name)
+    return r.layers if r is not None else ()
 
 
 def pending(text: str, uncompiled: Sequence[Uncompiled]) -> list[Pending]:
@@ -305,21 +300,22 @@ def accept(p: Proposal, pend: Pending, *, cat: Catalogue, text: str, source: str
     detection = always() if trig is None else None
     trigger = trig if trig is not None else detection.condition  # type: ignore[union-attr]
     how: DetectorHow = "always" if trig is None else _detector(trig)
-    note = detection.note if detection is not None else describe(trigger)
+    note = detection.note if detection is not None else trigger.describe()
     ob = _condition(p.obligation, "obligation", cat, text)
     if ob is not None and ob.rule is not None:
-        layers = _RULE_LAYERS.get(ob.rule)
-        if layers is not None and clause_layer not in layers:
+        declared = _clause_rule(ob.rule)
+        layers = declared.layers if declared is not None else ()
+        if layers and clause_layer not in layers:
             raise ValueError(f"obligation: rule {ob.rule} works on the {' or '.join(layers)} layer, "
                              f"not {clause_layer}")
-        if ob.rule in _NEEDS_TRIGGER_TOOLS and not any(t != "*" for t in trigger.tool_names):
+        if declared is not None and declared.needs_trigger_tools and not any(t != "*" for t in trigger.tool_names):
             raise ValueError(f"obligation: rule {ob.rule} needs a trigger naming the tools it checks")
     if ob is None:
         check = Check(how="model", note="judged by the model")
         obligation = ClauseCondition(tiers=MODEL_TIERS,
                                      question=p.obligation.question.strip() or _question(u.sentence, clause_layer))
     else:
-        check = Check(how="rule" if ob.rule else "matcher", note=describe(ob), rule=ob.rule)
+        check = Check(how="rule" if ob.rule else "matcher", note=ob.describe(), rule=ob.rule)
         obligation = ob
     polarity: Polarity = "avoid" if p.kind in ("must_not", "never") else "do" if p.kind in ("must", "should") \
         else p.polarity

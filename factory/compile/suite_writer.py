@@ -39,7 +39,6 @@ from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig
 from agent_factory.evaluators.collect.prompt import TEMPLATES
-from agent_factory.evaluators.components.conduct.definitions import describe
 from agent_factory.evaluators.core import COMPONENTS
 from agent_factory.factory.compile.compiler import compile_spec
 from agent_factory.factory.compile.detect import ANY_TEXT
@@ -185,8 +184,8 @@ def _summary(clause: Clause, compiled: CompiledClause | None) -> ClauseSummary:
         )
     return ClauseSummary(
         id=clause.id, origin="pack", kind=clause.kind, polarity="avoid" if clause.kind == "must_not" else "do",
-        trigger=describe(clause.trigger), obligation=clause.text, source_line=None,
-        check=check_text(clause.obligation), layer=clause.layer, detector=describe(clause.trigger),
+        trigger=clause.trigger.describe(), obligation=clause.text, source_line=None,
+        check=check_text(clause.obligation), layer=clause.layer, detector=clause.trigger.describe(),
         invariant=clause.invariant, matches_everything=everything,
     )
 

@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from agent_factory.evaluators.components.conduct.definitions import clause_id_of
 from agent_factory.evaluators.core import ComponentSpec, DataDefinition
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -80,9 +79,8 @@ def build_graph(
             g.add_node(data, step="collect", own=_h("data"), component=component, item=d.id)
             if d.rule or d.applies_when:  # rules read the pack; model tiers see only the projected evidence
                 g.add_edge("knowledge", dn)
-            cid = clause_id_of(d.id) if component == "conduct" else None
-            if cid is not None and g.has_node(f"clause:{cid}"):
-                g.add_edge(f"clause:{cid}", dn)
+            if d.clause is not None and g.has_node(f"clause:{d.clause}"):
+                g.add_edge(f"clause:{d.clause}", dn)
             g.add_edge(dn, data)
             g.add_edge("traces", data)
     g.add_node("audit", step="audit", own=_h("audit", "not built"))
@@ -93,7 +91,7 @@ def build_graph(
         g.add_node(cn, step="analyze", own=_h("component", spec.name))
         for a in spec.analyses:
             an = f"analysis:{a.name}"
-            # Which clauses are invariants changes how the conduct analysis reads the data, not the data
+            # Which clauses are invariants changes how a clause-reading analysis reads the data, not the data
             # (Clause.digest leaves the flag out), so the flag enters the analysis node only.
             flags = sorted(c.id for c in pack.clauses if c.invariant) if a.reads_clauses else []
             g.add_node(an, step="analyze", own=_h(a.name, a.content_version, flags), component=spec.name)

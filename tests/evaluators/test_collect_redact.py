@@ -96,6 +96,7 @@ def test_custom_redactor_by_module_attr() -> None:
         assert isinstance(r, Redactor)
         assert redact_text("say HELLO to bob@example.com", r) == "say [UP] to bob@example.com"
     assert isinstance(load_redactor(None), DefaultRedactor)
+    assert isinstance(load_redactor("default"), DefaultRedactor)  # a registered name (kind `redactor`)
 
 
 @pytest.mark.parametrize(
@@ -104,3 +105,8 @@ def test_custom_redactor_by_module_attr() -> None:
 def test_bad_redactor_refs_are_spec_errors(ref: str) -> None:
     with pytest.raises(SpecError, match="privacy.redactor"):
         load_redactor(ref)
+
+
+def test_an_unknown_redactor_name_lists_the_registered_ones() -> None:
+    with pytest.raises(SpecError, match=r"^privacy.redactor: unknown redactor 'nomodule'; valid: default; or give"):
+        load_redactor("nomodule")

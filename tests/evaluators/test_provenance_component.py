@@ -81,7 +81,7 @@ def test_spec_is_registered_with_all_segments() -> None:
     assert [d.id for d in spec.definitions] == [
         SEGMENT, EVIDENCE_COMPLETE, *FIELD_ITEMS.values(), INJECTION_FLAGGED,
     ]
-    assert spec.extra["segments"] == "all" and all(d.layer == "trace" for d in spec.definitions)
+    assert spec.segments == "all" and spec.all_segments and all(d.layer == "trace" for d in spec.definitions)
     assert DEFS[SEGMENT].kind == "fact"
 
 

@@ -77,7 +77,7 @@ def provenance_spec() -> Iterator[ComponentSpec]:
     """The registered provenance component, put back after the test however the test replaced it."""
     original = get_component("provenance")
     yield original
-    register_component(original)
+    register_component(original, replace=True)
 
 
 def _run(store: Path) -> dict:
@@ -125,7 +125,7 @@ def _write_package(root: Path, package: str, files: dict[str, str]) -> None:
 
 def _with(spec: ComponentSpec, *analyses: Analysis, replace: Callable[[Analysis], Analysis] | None = None) -> None:
     own = tuple(replace(a) if replace else a for a in spec.analyses)
-    register_component(dataclasses.replace(spec, analyses=own + analyses))
+    register_component(dataclasses.replace(spec, analyses=own + analyses), replace=True)
 
 
 def test_editing_a_helper_of_a_copied_analysis_reruns_that_analysis_only(

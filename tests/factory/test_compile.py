@@ -447,7 +447,7 @@ def test_suite_is_byte_identical_and_loads(airline_suite: tuple[Path, object], t
     # The run uses the evaluator files' definitions: conduct's are the clauses' (in the same order).
     [conduct_spec] = [c for c in suite.components if c.name == "conduct"]
     assert [d.id for d in conduct_spec.definitions] == [d.id for d in definitions_for(suite.pack)]
-    assert "definitions_for" not in conduct_spec.extra
+    assert conduct_spec.generate is None and not conduct_spec.generated
     manifest = json.loads(files["manifest.json"])
     assert manifest["files"] == {k: hashlib.sha256(v).hexdigest() for k, v in files.items() if k != "manifest.json"}
     assert manifest["spec"]["sha256"] == hashlib.sha256(AIRLINE_EN.read_bytes()).hexdigest()
@@ -501,7 +501,7 @@ def test_rebuild_removes_files_of_the_previous_build(tmp_path: Path) -> None:
 
 
 def test_a_base_pack_given_as_a_path_is_extended_relative_to_the_suite(tmp_path: Path) -> None:
-    base = REPO / "knowledge_packs" / "airline.yaml"
+    base = REPO / "knowledge_packs" / "airline" / "pack.yaml"
     report = build_suite(AIRLINE_EN, pack=str(base), out=tmp_path / "a" / "s")
     assert report.extends == os.path.relpath(base, tmp_path / "a" / "s")
     pack = load_pack(tmp_path / "a" / "s" / "pack.yaml")

@@ -194,7 +194,7 @@ def test_a_suite_that_does_not_load_is_not_approved(suite: Path) -> None:
 
 def test_a_base_pack_given_by_path_still_resolves_from_the_snapshot(tmp_path: Path) -> None:
     out = tmp_path / "a" / "s"
-    build_suite(AIRLINE_EN, pack=str(REPO / "knowledge_packs" / "airline.yaml"), out=out)
+    build_suite(AIRLINE_EN, pack=str(REPO / "knowledge_packs" / "airline" / "pack.yaml"), out=out)
     approve_suite(out, by="ana", note=None)
     loaded = load_suite(out, pack=None)
     assert loaded.files == out / APPROVED_DIR and loaded.pack.clause("confirm_before_write") is not None

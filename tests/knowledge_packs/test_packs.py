@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pydantic
 import pytest
 
+from agent_factory import plugins
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.knowledge_packs import GROUP, KnowledgePack, default_pack_path, list_packs, load_pack, loader
 from agent_factory.knowledge_packs.loader import merge_pack_data, resolve_pack
@@ -192,7 +194,7 @@ def test_missing_file_is_a_spec_error(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A third-party package `acme_packs` on sys.path whose pack is registered by fake entry points."""
     pkg = tmp_path / "site"
     pkg.mkdir()
@@ -232,7 +234,10 @@ def acme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         EntryPoint(name="business_analysis", value="acme_packs:pack_path", group=GROUP),  # cannot shadow
     )
     monkeypatch.setattr(loader, "pack_entry_points", lambda: eps)
-    return pkg
+    plugins.reload(["pack"])  # the registry reads the replaced entry points on the next lookup
+    yield pkg
+    monkeypatch.undo()
+    plugins.reload(["pack"])
 
 
 def test_entry_point_packs_are_discovered(acme: Path) -> None:
@@ -252,10 +257,12 @@ def test_entry_point_pack_can_be_a_parent(acme: Path, tmp_path: Path) -> None:
 
 
 def test_bad_entry_points_name_themselves(acme: Path) -> None:
-    with pytest.raises(SpecError, match=r"'broken' \(acme_packs:broken\) failed: RuntimeError: no pack"):
+    with pytest.raises(SpecError, match=r"^entry point 'broken' = 'acme_packs:broken' in group "
+                                        r"'agent_factory.knowledge_packs' failed to load: RuntimeError: no pack here$"):
         load_pack("broken")
-    with pytest.raises(SpecError, match=r"entry point 'not_a_path' .* gave int"):
+    with pytest.raises(SpecError, match=r"entry point 'not_a_path' .*: pack 'not_a_path': got int, expected a path"):
         load_pack("not_a_path")
+    assert load_pack("acme").name == "acme"  # one broken plugin leaves the others usable
 
 
 def test_unknown_name_lists_entry_point_names(acme: Path) -> None:
@@ -414,7 +421,7 @@ def test_business_analysis_clauses_and_disclosure_lexicon() -> None:
 
 
 def test_airline_pack_extends_default_with_rule_checkable_clauses() -> None:
-    pack = load_pack(default_pack_path().parent / "airline.yaml")
+    pack = load_pack(default_pack_path().parent / "airline" / "pack.yaml")
     assert pack.name == "airline" and pack.extends == "default"
     assert pack.segments == load_pack("default").segments
     ids = [c.id for c in pack.clauses]

@@ -16,15 +16,13 @@ from agent_factory.evaluators.components.adjudication.analysis import (
 )
 from agent_factory.evaluators.components.adjudication.definitions import DEFINITIONS
 from agent_factory.evaluators.components.adjudication.rules import parse_rater_key, rater_key
-from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
-SPEC = register_component(
-    ComponentSpec(
-        name="adjudication",
-        definitions=DEFINITIONS,
-        analyses=(Analysis(name=NAME, version=VERSION, fn=adjudication_analysis, reads=("*",)),),
-        description="Cohen's kappa per data item between two raters; admission at 0.60 (two decimals).",
-    )
+SPEC = ComponentSpec(
+    name="adjudication",
+    definitions=DEFINITIONS,
+    analyses=(Analysis(name=NAME, version=VERSION, fn=adjudication_analysis, reads=("*",)),),
+    description="Cohen's kappa per data item between two raters; admission at 0.60 (two decimals).",
 )
 
 __all__ = ["SPEC", "adjudicate", "adjudication_analysis", "parse_rater_key", "rater_key", "rater_pairs"]

@@ -1,13 +1,12 @@
 """Conduct: policy clauses of the role spec, checked on every stage (DESIGN.md section 4).
 
 The data come from the pack's clauses, so the runner asks `definitions_for(pack)` (also
-`get_component("conduct").extra["definitions_for"]`); the registered spec carries no pack-independent data.
+`get_component("conduct").generate`); the registered spec carries no pack-independent data.
 The analysis reads the pack's clauses and the rows of each clause's layer.
 """
 
 from __future__ import annotations
 
-from agent_factory.evaluators.components.conduct import rules  # noqa: F401  (registers the rules)
 from agent_factory.evaluators.components.conduct.analysis import NAME, VERSION, clause_results, conduct_analysis
 from agent_factory.evaluators.components.conduct.definitions import (
     GENERIC_DEFINITIONS,
@@ -17,16 +16,14 @@ from agent_factory.evaluators.components.conduct.definitions import (
     trigger_id,
 )
 from agent_factory.evaluators.components.conduct.rules import match_condition, message_index
-from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
-SPEC = register_component(
-    ComponentSpec(
-        name="conduct",
-        definitions=GENERIC_DEFINITIONS,
-        analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis, reads_clauses=True),),
-        description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
-        extra={"definitions_for": definitions_for},
-    )
+SPEC = ComponentSpec(
+    name="conduct",
+    definitions=GENERIC_DEFINITIONS,
+    analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis, reads_clauses=True),),
+    description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
+    generate=definitions_for,
 )
 
 __all__ = [

@@ -10,7 +10,7 @@ Each clause r = (trigger phi_t, obligation psi) yields two checks on the clause'
   trigger fired.
 
 The definitions depend on the pack, so the runner asks `definitions_for(pack)` (also reachable as
-`get_component("conduct").extra["definitions_for"]`). Each definition's version carries the clause's content
+`get_component("conduct").generate`). Each definition's version carries the clause's content
 digest: editing a clause's regex or rule invalidates exactly the data generated from it.
 """
 
@@ -20,7 +20,7 @@ from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.evaluators.core.model import DataDefinition, Projection
 from agent_factory.evaluators.core.registry import get_rule
 from agent_factory.knowledge_packs import KnowledgePack
-from agent_factory.knowledge_packs.model import Clause, ClauseCondition
+from agent_factory.knowledge_packs.model import Clause
 
 TRIGGER_RULE = "conduct.clause_trigger"
 """Generic rule deciding a clause's built-in trigger condition."""
@@ -64,26 +64,6 @@ def obligation_rule(clause: Clause) -> str | None:
     return OBLIGATION_RULE if clause.obligation.rule_checkable() else None
 
 
-def describe(cond: ClauseCondition) -> str:
-    """A short readable statement of a condition, for questions and reviewers."""
-    if cond.rule is not None:
-        return f"rule {cond.rule}"
-    parts = []
-    where = " or ".join(cond.fields)
-    if cond.lexicon is not None:
-        parts.append(f"a '{cond.lexicon}' lexicon pattern in the {where}")
-    if cond.regex is not None:
-        parts.append(f"text matching /{cond.regex}/ in the {where}")
-    if cond.tool_names:
-        parts.append("any tool call" if "*" in cond.tool_names else f"a call to {', '.join(cond.tool_names)}")
-    if cond.attribute_present:
-        parts.append(f"attribute {' or '.join(cond.attribute_present)} present")
-    for key, values in cond.attribute_equals.items():
-        wanted = values if isinstance(values, tuple | list) else (values,)
-        parts.append(f"{key} == {' or '.join(map(str, wanted))}")
-    return " or ".join(parts) if parts else "judged by a model"
-
-
 def _check_rule(pack: KnowledgePack, index: int, part: str, name: str | None) -> None:
     if name is None:
         return
@@ -98,12 +78,13 @@ def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
     version = f"{clause.version}+{clause.digest()}"
     trigger = DataDefinition(
         id=trigger_id(clause.id),
-        question=f"Does this {clause.layer} unit show {describe(clause.trigger)}? (trigger of: {clause.text})",
+        question=f"Does this {clause.layer} unit show {clause.trigger.describe()}? (trigger of: {clause.text})",
         component="conduct",
         layer=clause.layer,
         rule=trigger_rule(clause),
         tiers=("rule",),
         version=version,
+        clause=clause.id,
         description=f"Trigger of clause {clause.id} ({clause.kind}); {clause.source}".rstrip("; "),
     )
     ob = clause.obligation
@@ -119,10 +100,11 @@ def clause_definitions(clause: Clause) -> tuple[DataDefinition, DataDefinition]:
         tiers=ob.tiers,
         projection=_PROJECTION[clause.layer],
         version=version,
+        clause=clause.id,
         description=(
             # Not the invariant flag: it is the analysis' business, and it would change the digest of the data.
             f"Obligation of clause {clause.id} ({clause.kind}): "
-            f"{describe(ob)}; yes = complied"
+            f"{ob.describe()}; yes = complied"
         ),
     )
     return trigger, obligation

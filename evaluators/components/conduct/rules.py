@@ -9,15 +9,15 @@ Registered rules:
 
 - `conduct.clause_trigger`, `conduct.clause_obligation`: a clause's built-in condition (lexicon, regex,
   tool names, attributes present or equal to a value, the agent's mode) on a span, turn or conversation.
-- `conduct.confirmed_before_action` (conversation layer): every call of the trigger's tools follows an explicit
-  user yes, given right after an assistant message that asked to confirm.
 - `conduct.one_tool_call_per_message`, `conduct.no_reply_with_tool_call` (turn or conversation).
-- `conduct.booking_limits` (turn or conversation): passengers and payment methods of a booking within limits.
+
+Domain rules (the airline pack's confirmation and booking limits) live with their pack, as a plugin: see
+`knowledge_packs/airline/rules.py`. The helpers here (`match_condition`, `clause_of`, `verdict`, ...) are what
+such a plugin builds on.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -54,7 +54,8 @@ def _turns(unit: object) -> tuple[Turn, ...]:
     return ()
 
 
-def _spans(unit: object) -> Iterator[Span]:
+def spans_of(unit: object) -> Iterator[Span]:
+    """The spans of a unit: the span itself, or every span of its turns."""
     if isinstance(unit, SpanView):
         yield unit.span
         return
@@ -93,7 +94,8 @@ def find(pattern: str, text: str, *, unit_id: str, field: str) -> list[EvidenceP
     return out
 
 
-def _first(pattern: str, text: str | None, *, unit_id: str, field: str) -> EvidencePointer | None:
+def first_match(pattern: str, text: str | None, *, unit_id: str, field: str) -> EvidencePointer | None:
+    """A pointer to the first match of a pack regex in `text`; None when it does not match (or no text)."""
     if not text:
         return None
     hits = find(pattern, text, unit_id=unit_id, field=field)
@@ -133,9 +135,9 @@ def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) ->
             found = [h for p in patterns for h in find(p, text, unit_id=unit_id, field=field)]
             hits += sorted(found, key=lambda h: (h.start, h.end))
     if cond.tool_names:
-        hits += [whole(s.id, "input", s.input) for s in _spans(unit) if is_tool_call(s, cond.tool_names)]
+        hits += [whole(s.id, "input", s.input) for s in spans_of(unit) if is_tool_call(s, cond.tool_names)]
     owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
-    owners += [(s.id, s.attributes) for s in _spans(unit)]
+    owners += [(s.id, s.attributes) for s in spans_of(unit)]
     for key in cond.attribute_present:
         for owner, attrs in owners:
             value = lookup(attrs, key)
@@ -183,11 +185,13 @@ def clause_of(ctx: RuleContext) -> Clause | None:
     return ctx.pack.clause(cid) if cid is not None else None
 
 
-def _missing_clause(ctx: RuleContext) -> RuleAnswer:
+def missing_clause(ctx: RuleContext) -> RuleAnswer:
+    """The answer of a clause rule whose clause is not in the context's pack."""
     return RuleAnswer("uncollected", reason=f"{ctx.definition.id}: no such clause in pack {ctx.pack.name!r}")
 
 
-def _capped(pointers: list[EvidencePointer]) -> tuple[EvidencePointer, ...]:
+def capped(pointers: list[EvidencePointer]) -> tuple[EvidencePointer, ...]:
+    """The first `MAX_EVIDENCE` pointers."""
     return tuple(pointers[:MAX_EVIDENCE])
 
 
@@ -206,14 +210,14 @@ def trigger_answer(clause: Clause, unit: object, ctx: RuleContext) -> RuleAnswer
     hits = match_condition(clause.trigger, unit, ctx.pack)
     if not hits:
         return RuleAnswer("no", reason=f"no {', '.join(clause.trigger.matchers())} match")
-    return RuleAnswer("yes", evidence=_capped(hits), reason=f"{len(hits)} match(es)")
+    return RuleAnswer("yes", evidence=capped(hits), reason=f"{len(hits)} match(es)")
 
 
 @rule("conduct.clause_trigger")
 def clause_trigger(unit: object, ctx: RuleContext) -> RuleAnswer:
     """A clause's trigger condition (see `match_condition`)."""
     clause = clause_of(ctx)
-    return _missing_clause(ctx) if clause is None else trigger_answer(clause, unit, ctx)
+    return missing_clause(ctx) if clause is None else trigger_answer(clause, unit, ctx)
 
 
 @rule("conduct.clause_obligation")
@@ -222,7 +226,7 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
     is absent (`must_not`). A violation cites the forbidden text, or else where the trigger fired."""
     clause = clause_of(ctx)
     if clause is None:
-        return _missing_clause(ctx)
+        return missing_clause(ctx)
     trig = trigger_answer(clause, unit, ctx)
     if trig.value != "yes":
         return RuleAnswer("not_applicable", reason="trigger did not occur")
@@ -234,9 +238,9 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
     hits = match_condition(ob, unit, ctx.pack)
     held = not hits if clause.kind == "must_not" else bool(hits)
     if held:
-        evidence = _capped(hits) if hits else trig.evidence
+        evidence = capped(hits) if hits else trig.evidence
         return RuleAnswer("yes", evidence=evidence, reason=f"{clause.kind}: obligation held")
-    evidence = _capped(hits) if hits else trig.evidence
+    evidence = capped(hits) if hits else trig.evidence
     what = "forbidden condition present" if clause.kind == "must_not" else f"no {describe_matchers(ob)}"
     return RuleAnswer("no", fact=evidence_text(evidence), evidence=evidence, reason=f"{clause.kind}: {what}")
 
@@ -246,7 +250,7 @@ def describe_matchers(cond: ClauseCondition) -> str:
     return "/".join(cond.matchers()) + " match"
 
 
-# ---- airline-style rules (tool-calling chat agents) ----------------------------------------------------
+# ---- rules for tool-calling chat agents ----------------------------------------------------
 
 
 def _tool_calls_of(message: Span, turn: Turn) -> int:
@@ -264,18 +268,20 @@ def _messages(unit: object) -> Iterator[tuple[Turn, Span, int]]:
                 yield turn, span, _tool_calls_of(span, turn)
 
 
-def _verdict(
+def verdict(
     instances: int, violating: int, bad: list[EvidencePointer], good: list[EvidencePointer], what: str
 ) -> RuleAnswer:
+    """The answer of a rule over `instances` things (`what`) of which `violating` break it, citing `bad` or
+    `good`; not applicable when there are none."""
     if instances == 0:
         return RuleAnswer("not_applicable", reason=f"no {what}")
     if violating:
-        return RuleAnswer("no", fact=evidence_text(_capped(bad)), evidence=_capped(bad),
+        return RuleAnswer("no", fact=evidence_text(capped(bad)), evidence=capped(bad),
                           reason=f"{violating} of {instances} {what} violate")
-    return RuleAnswer("yes", evidence=_capped(good), reason=f"all {instances} {what} comply")
+    return RuleAnswer("yes", evidence=capped(good), reason=f"all {instances} {what} comply")
 
 
-@rule("conduct.one_tool_call_per_message")
+@rule("conduct.one_tool_call_per_message", layers=("trace", "conversation"))
 def one_tool_call_per_message(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Every assistant message makes at most one tool call. A violation cites the message's tool calls."""
     bad: list[EvidencePointer] = []
@@ -285,10 +291,10 @@ def one_tool_call_per_message(unit: object, ctx: RuleContext) -> RuleAnswer:
         if calls:
             n += 1
             (bad if calls > 1 else good).append(calls_pointer(msg, calls))
-    return _verdict(n, len(bad), bad, good, "assistant message(s) with tool calls")
+    return verdict(n, len(bad), bad, good, "assistant message(s) with tool calls")
 
 
-@rule("conduct.no_reply_with_tool_call")
+@rule("conduct.no_reply_with_tool_call", layers=("trace", "conversation"))
 def no_reply_with_tool_call(unit: object, ctx: RuleContext) -> RuleAnswer:
     """No assistant message both calls a tool and answers the user. A violation cites the message's text."""
     bad, good, n = [], [], 0
@@ -299,105 +305,4 @@ def no_reply_with_tool_call(unit: object, ctx: RuleContext) -> RuleAnswer:
                 bad.append(whole(msg.id, "output", msg.output))
             else:
                 good.append(calls_pointer(msg, calls))
-    return _verdict(n, len(bad), bad, good, "assistant message(s) with tool calls")
-
-
-# Defaults of the confirmation rule's params (English chat); a pack may replace them per clause.
-CONFIRM_REGEX = (
-    r"(?:^|[.!?]\s)\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|correct|confirm(?:ed)?|absolutely|definitely)\b"
-    r"|\bi\s+(?:do\s+)?confirm\b|\bconfirmed\b|\bgo\s+ahead\b|\bproceed\b"
-)
-"""An explicit yes in the user's message."""
-DENY_REGEX = r"^\W*(?:no|nope|not\s+yet|don'?t|do\s+not|wait|hold\s+on|cancel\s+that)\b"
-"""A user message that opens with a refusal is never a confirmation, whatever follows."""
-ASK_REGEX = (
-    r"\bconfirm|\bproceed\b|\bgo\s+ahead\b|\bwould\s+you\s+like\b|\bshall\s+i\b|\bshould\s+i\b|\bdo\s+you\s+want\b"
-)
-"""The assistant asking for the go-ahead."""
-
-
-def _param(clause: Clause | None, key: str, default: str) -> str:
-    value = clause.obligation.params.get(key) if clause is not None else None
-    return value if isinstance(value, str) else default
-
-
-@rule("conduct.confirmed_before_action")
-def confirmed_before_action(unit: object, ctx: RuleContext) -> RuleAnswer:
-    """Each call of the clause trigger's tools follows an explicit user confirmation.
-
-    The user message the call answers (its turn's request) must match `confirm_regex` (an explicit yes) and
-    not open with `deny_regex`, and
-    the assistant's last reply before that message (the previous turn's answer) must match `ask_regex` (it
-    laid out the action and asked to confirm). Several calls after one yes all rest on it. Needs the
-    conversation layer: a turn alone does not show the previous reply. A violation cites the call's
-    arguments and the user message it followed.
-    """
-    if not isinstance(unit, Conversation):
-        return RuleAnswer("uncollected", reason="conduct.confirmed_before_action needs a conversation unit")
-    clause = clause_of(ctx)
-    names = clause.trigger.tool_names if clause is not None else ()
-    if not names:
-        return RuleAnswer("uncollected", reason="the clause's trigger lists no tool names (the actions to confirm)")
-    confirm, ask = _param(clause, "confirm_regex", CONFIRM_REGEX), _param(clause, "ask_regex", ASK_REGEX)
-    deny = _param(clause, "deny_regex", DENY_REGEX)
-    bad: list[EvidencePointer] = []
-    good: list[EvidencePointer] = []
-    n = violating = 0
-    for k, turn in enumerate(unit.turns):
-        calls = [s for s in turn.spans if is_tool_call(s, names)]
-        if not calls:
-            continue
-        n += len(calls)
-        refused = _first(deny, turn.request, unit_id=turn.id, field="request") is not None
-        yes = None if refused else _first(confirm, turn.request, unit_id=turn.id, field="request")
-        prev = unit.turns[k - 1] if k > 0 else None
-        asked = _first(ask, prev.answer, unit_id=prev.id, field="answer") if prev is not None else None
-        if yes is not None and asked is not None:
-            good += [asked, yes, *(whole(s.id, "input", s.input) for s in calls)]
-            continue
-        violating += len(calls)
-        for s in calls:
-            bad.append(whole(s.id, "input", s.input))
-            if turn.request is not None:
-                bad.append(whole(turn.id, "request", turn.request))
-    return _verdict(n, violating, bad, good, "database-changing call(s)")
-
-
-@rule("conduct.booking_limits")
-def booking_limits(unit: object, ctx: RuleContext) -> RuleAnswer:
-    """Each call of the trigger's tools stays within the clause's limits on its JSON arguments.
-
-    Params: `max_passengers` (length of `passengers`), and `max_<kind>` for payment methods whose
-    `payment_id` starts with `<kind>_` (e.g. `max_gift_card: 3`). A call with unreadable arguments cannot be
-    checked; if no call violates and one is unreadable, the datum is uncollected.
-    """
-    clause = clause_of(ctx)
-    if clause is None:
-        return _missing_clause(ctx)
-    params = clause.obligation.params
-    limits = {k.removeprefix("max_"): v for k, v in params.items() if k.startswith("max_") and isinstance(v, int)}
-    bad: list[EvidencePointer] = []
-    good: list[EvidencePointer] = []
-    unreadable = n = 0
-    for span in _spans(unit):
-        if not is_tool_call(span, clause.trigger.tool_names):
-            continue
-        n += 1
-        try:
-            args = json.loads(span.input or "")
-        except ValueError:
-            args = None
-        if not isinstance(args, dict):
-            unreadable += 1
-            continue
-        counts = {"passengers": len(args.get("passengers") or [])}
-        for pm in args.get("payment_methods") or []:
-            pid = pm.get("payment_id") if isinstance(pm, dict) else None
-            for kind in limits:
-                if isinstance(pid, str) and pid.startswith(f"{kind}_"):
-                    counts[kind] = counts.get(kind, 0) + 1
-        over = any(counts.get(kind, 0) > limit for kind, limit in limits.items())
-        (bad if over else good).append(whole(span.id, "input", span.input))
-    if not bad and unreadable:
-        return RuleAnswer("uncollected", reason=f"{unreadable} call(s) with unreadable JSON arguments")
-    return _verdict(n, len(bad), bad, good, "booking call(s)")
+    return verdict(n, len(bad), bad, good, "assistant message(s) with tool calls")

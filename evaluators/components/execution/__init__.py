@@ -5,19 +5,18 @@ Importing this package registers the rules (`rules`), and the component: its dat
 failure item up to the session and user layers, for any component.
 """
 
-from agent_factory.evaluators.components.execution import rules  # noqa: F401  (registers the rule collectors)
 from agent_factory.evaluators.components.execution.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
 from agent_factory.evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
-from agent_factory.evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import ComponentSpec
 
-SPEC = register_component(ComponentSpec(
+SPEC = ComponentSpec(
     name="execution",
     definitions=DEFINITIONS,
     analyses=ANALYSES,
     description="Chain completeness by mode, delivery failure, latency against per-mode baselines, the "
                 "fast-failure band, progress at stop, and failure rolled up to sessions and users.",
-))
+)
 
 __all__ = ["ANALYSES", "CHAIN_REQUIREMENTS", "DEFINITIONS", "SPEC", "VERSION", "FailureItem", "Meta",
            "failure_rollup", "rate_result"]

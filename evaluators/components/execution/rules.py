@@ -103,7 +103,7 @@ def has_thinking(turn: Turn, ctx: RuleContext) -> RuleAnswer:
     return _has_kind(turn, "reasoning", "thinking")
 
 
-@rule(HAS_RETRIEVAL)
+@rule(HAS_RETRIEVAL, layers=("trace",), summary="The turn has a retrieval step.")
 def has_retrieval(turn: Turn, ctx: RuleContext) -> RuleAnswer:
     return _has_kind(turn, "retrieval", "retrieval")
 

@@ -7,7 +7,6 @@ atomic data and results. The runner must feed Provenance the turns of *every* se
 
 from __future__ import annotations
 
-from agent_factory.evaluators.components.provenance import rules  # noqa: F401  (registers the rules)
 from agent_factory.evaluators.components.provenance.analysis import NAME, VERSION, provenance_analysis
 from agent_factory.evaluators.components.provenance.definitions import (
     DEFINITIONS,
@@ -16,16 +15,14 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from agent_factory.evaluators.core.registry import Analysis, ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
-SPEC = register_component(
-    ComponentSpec(
-        name="provenance",
-        definitions=DEFINITIONS,
-        analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis),),
-        description="Traffic segments, evidence coverage per field, injection isolation; fed every segment.",
-        extra={"segments": "all"},
-    )
+SPEC = ComponentSpec(
+    name="provenance",
+    definitions=DEFINITIONS,
+    analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis),),
+    description="Traffic segments, evidence coverage per field, injection isolation; fed every segment.",
+    segments="all",
 )
 
 __all__ = [

@@ -5,17 +5,16 @@ censored sessions are a labelled fact, never a return or a non-return (see `defi
 package registers the rules and the component.
 """
 
-from agent_factory.evaluators.components.results import rules  # noqa: F401  (registers the rule collectors)
 from agent_factory.evaluators.components.results.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.results.definitions import DEFINITIONS
-from agent_factory.evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import ComponentSpec
 
-SPEC = register_component(ComponentSpec(
+SPEC = ComponentSpec(
     name="results",
     definitions=DEFINITIONS,
     analyses=ANALYSES,
     description="Return within T (censoring kept apart), return interval, redo after failed vs delivered session "
                 "ends, single-turn sessions, explicit feedback.",
-))
+)
 
 __all__ = ["ANALYSES", "DEFINITIONS", "SPEC", "VERSION"]

@@ -9,17 +9,17 @@ intervals, S by mode, per-item pass rates, and counts of what could not be score
 from agent_factory.evaluators.components.substance import rules
 from agent_factory.evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
 from agent_factory.evaluators.components.substance.definitions import ITEMS, build
-from agent_factory.evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import ComponentSpec
 
 DEFINITIONS = build(rules.RULES_DIGEST)
 """The eight checklist definitions, versioned with the applicability rules."""
 
-SPEC = register_component(ComponentSpec(
+SPEC = ComponentSpec(
     name="substance",
     definitions=DEFINITIONS,
     analyses=ANALYSES,
     description="Eight checklist items per delivered turn (I1 I2 I3 C1 C2 S1 S2 E1); S(x) with stratum weights "
                 "and 95% CIs, S by mode, per-item pass rates.",
-))
+)
 
 __all__ = ["ANALYSES", "DEFINITIONS", "ITEMS", "SPEC", "VERSION", "TurnScore", "score", "turn_score"]

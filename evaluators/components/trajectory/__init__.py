@@ -6,7 +6,6 @@ Importing this package registers the rules (`rules`) and the component: its conv
 shares, and the replay rate after a failed vs a delivered turn).
 """
 
-from agent_factory.evaluators.components.trajectory import rules  # noqa: F401  (registers the rule collectors)
 from agent_factory.evaluators.components.trajectory.analysis import (
     ANALYSES,
     OUTCOMES,
@@ -16,15 +15,15 @@ from agent_factory.evaluators.components.trajectory.analysis import (
     session_outcome,
 )
 from agent_factory.evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
-from agent_factory.evaluators.core.registry import ComponentSpec, register_component
+from agent_factory.evaluators.core.registry import ComponentSpec
 
-SPEC = register_component(ComponentSpec(
+SPEC = ComponentSpec(
     name="trajectory",
     definitions=DEFINITIONS,
     analyses=ANALYSES,
     description="Recovery events per session (replays, context repair, clarification loops, termination), "
                 "abandonment and frustration; friction, the outcome rule, and replay after failure vs success.",
-))
+)
 
 __all__ = ["ANALYSES", "BLOCKING_EVENTS", "DEFINITIONS", "OUTCOMES", "RECOVERY_EVENTS", "SPEC", "VERSION",
            "SessionOutcome", "replay_after_failure", "session_outcome"]
