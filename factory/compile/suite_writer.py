@@ -24,7 +24,6 @@ are cached, so a rebuild with the same model is identical too. Without a model n
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from agent_factory.digest import digest
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
@@ -68,10 +68,6 @@ def _header(*lines: str) -> str:
     return "".join(f"# {line}\n" if line else "#\n" for line in lines)
 
 
-def _sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _pack_name(stem: str) -> str:
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem).strip("_.-")
     return name if name and name[0].isalnum() else f"spec_{name}" if name else "spec"
@@ -104,7 +100,7 @@ def _pack_text(spec: CompiledSpec, *, name: str, extends: str, model: str | None
     head = {
         "name": name,
         # From the clauses, not the spec text: an edit that changes no clause leaves the pack's digest alone.
-        "version": f"{COMPILER_VERSION}+{_sha(json.dumps(clauses, sort_keys=True).encode())[:12]}",
+        "version": f"{COMPILER_VERSION}+{digest(json.dumps(clauses, sort_keys=True).encode(), n=12)}",
         "extends": extends,
         "description": f"Clauses compiled from {spec.source} by {by}.",
     }
@@ -288,7 +284,7 @@ def build_suite(
         "spec": {"file": spec.source, "sha256": spec.sha256},
         "pack": {"file": PACK_FILE, "name": merged.name, "extends": extends, "digest": merged.digest()},
         "evaluators": versions,
-        "files": {rel: _sha(data) for rel, data in sorted(files.items())},
+        "files": {rel: digest(data) for rel, data in sorted(files.items())},
     }
     if model is not None and model.small is not None:
         # Only when a model is configured: a deterministic build's manifest stays as it always was.

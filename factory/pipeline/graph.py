@@ -18,25 +18,25 @@ complete run's gives exactly the descendants of what changed. Pure: no I/O, same
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
 
+from agent_factory.digest import digest
 from agent_factory.evaluators.core import ComponentSpec, DataDefinition
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = "1"
-"""Version of the graph's shape and fingerprints: a change here makes the next run a full one."""
+VERSION = "2"
+"""Version of the graph's shape and fingerprints (2: fingerprints over `agent_factory.digest`): a change here
+makes the next run a full one."""
 
 STEPS: tuple[str, ...] = ("trigger", "ingest", "collect", "analyze", "audit", "act")
 """Section 8's five steps; step 3 (collect and analyze) is split in two for reporting."""
 
 
 def _h(*parts: object) -> str:
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
+    return digest(parts, n=24)
 
 
 @dataclass(frozen=True)
