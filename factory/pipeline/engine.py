@@ -203,7 +203,7 @@ class Runner:
 
     # ---- execute and persist ----------------------------------------------------------------------
 
-    def execute(self, plan: Plan) -> None:
+    def execute_plan(self, plan: Plan) -> None:
         """Collect over the users the plan visits, persisting each user's batch as it finishes."""
         cplan = self.collect_plan(plan)
         window = self.pack.thresholds.window_days
@@ -315,7 +315,7 @@ class Runner:
             drop_items(self.store, keep=self.by_id)
             drop_users(self.store, plan.users)
             if plan.users is None or plan.users or d.items:
-                self.execute(plan)
+                self.execute_plan(plan)
             results, ran = self.analyse(d.analyses)
             merged = self.merge(results, ran)
         self.save(plan)
