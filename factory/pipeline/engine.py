@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -208,7 +208,7 @@ class Runner:
         cplan = self.collect_plan(plan)
         window = self.pack.thresholds.window_days
 
-        def source(keys: Any) -> Any:
+        def source(keys: Collection[str] | None) -> Iterator[kernel.UserUnits]:
             return iter_user_units(self.store, window_days=window, users=keys, horizon=self.horizon_at)
 
         async def work(u: kernel.UserUnits) -> DatumBatch:

@@ -14,9 +14,11 @@ from agent_factory.factory.store.rows import (
     arrow_rows,
     conversation_row,
     dumps,
+    event_from_row,
     event_row,
     span_from_row,
     span_row,
+    turn_from_row,
     turn_row,
 )
 from agent_factory.factory.store.schema import (
@@ -40,5 +42,5 @@ __all__ = [
     "CONVERSATION_COLUMNS", "DATUM_COLUMNS", "DEFAULT_MEMORY", "DEFAULT_STORE", "EVENT_COLUMNS",
     "PROVENANCE_COLUMNS", "QUARANTINE_COLUMNS", "READ_MEMORY", "RESULT_COLUMNS", "SCHEMA_VERSION", "SPAN_COLUMNS",
     "TABLES", "TURN_COLUMNS", "UNIT_COLUMNS", "Batch", "Store", "arrow_rows", "conversation_row", "dumps",
-    "event_row", "span_from_row", "span_row", "turn_row",
+    "event_from_row", "event_row", "span_from_row", "span_row", "turn_from_row", "turn_row",
 ]
