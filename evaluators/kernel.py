@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -107,17 +107,23 @@ class DatumBatch:
     data: tuple[AtomicDatum, ...]
 
 
+UnitSink = Callable[[DatumBatch], None]
+"""Takes each unit's data as soon as it is collected (one unit per batch)."""
+
+
 @dataclass
 class _UserCollection:
     plan: CollectPlan
     defs: Definitions
     collector: Collector
     user_key: str
+    on_unit: UnitSink | None = None
     units: list[UnitRecord] = field(default_factory=list)
     data: list[AtomicDatum] = field(default_factory=list)
 
     async def unit(self, unit_id: str, layer: Layer, unit: Any, *, only: frozenset[str] | None = None,
-                   injections: Sequence[EvidencePointer] = (), context: EngagementView | None = None) -> bool:
+                   injections: Sequence[EvidencePointer] = (),
+                   context: EngagementView | None = None) -> tuple[AtomicDatum, ...]:
         out: list[AtomicDatum] = []
         for component, ds in self.defs.get(layer, {}).items():
             if only is not None and component not in only:
@@ -126,14 +132,19 @@ class _UserCollection:
                 unit_id=unit_id, layer=layer, unit=unit, definitions=ds, pack=self.plan.pack,
                 injection_ranges=injections, context=context,
             ))
-        self.data.extend(out)
-        return bool(out)
+        return tuple(out)
 
-    def record(self, unit_id: str, layer: Layer, *, user: str | None, conv: str | None, index: int,
-               start: datetime | None, end: datetime | None, mode: str | None, analysed: bool = True) -> None:
-        self.units.append(UnitRecord(unit_id=unit_id, layer=layer, user_key=self.user_key, user_id=user,
-                                     conversation_id=conv, index=index, start=start, end=end, mode=mode,
-                                     analysed=analysed))
+    def keep(self, data: tuple[AtomicDatum, ...], unit_id: str, layer: Layer, *, user: str | None,
+             conv: str | None, index: int, start: datetime | None, end: datetime | None, mode: str | None,
+             analysed: bool = True) -> None:
+        """A visited unit with its data: handed on at once (`on_unit`), or kept for the user's batch."""
+        rec = UnitRecord(unit_id=unit_id, layer=layer, user_key=self.user_key, user_id=user, conversation_id=conv,
+                         index=index, start=start, end=end, mode=mode, analysed=analysed)
+        if self.on_unit is not None:
+            self.on_unit(DatumBatch(user_key=self.user_key, units=(rec,), data=data))
+        else:
+            self.units.append(rec)
+            self.data.extend(data)
 
     def flags(self, turns: Iterable[Turn]) -> tuple[EvidencePointer, ...]:
         return tuple(p for t in turns for p in self.plan.injections.get(t.id, ()))
@@ -142,36 +153,39 @@ class _UserCollection:
         # Excluded traffic is seen by the components that count it only; everything else reads real traffic.
         only = None if real else self.plan.all_segments
         flags = self.flags((turn,))
-        if await self.unit(turn.id, "trace", turn, only=only, injections=flags):
-            self.record(turn.id, "trace", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                        start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
+        if data := await self.unit(turn.id, "trace", turn, only=only, injections=flags):
+            self.keep(data, turn.id, "trace", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
+                      start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
         if not real or not self.defs.get("span"):
             return
         for span in turn.spans:
-            if await self.unit(span.id, "span", SpanView(span=span, turn=turn), injections=flags):
-                self.record(span.id, "span", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                            start=span.start, end=span.end, mode=turn.mode)
+            if data := await self.unit(span.id, "span", SpanView(span=span, turn=turn), injections=flags):
+                self.keep(data, span.id, "span", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
+                          start=span.start, end=span.end, mode=turn.mode)
 
     async def conversation(self, conv: Conversation, view: EngagementView) -> None:
-        if await self.unit(conv.id, "conversation", conv, context=view, injections=self.flags(conv.turns)):
+        if data := await self.unit(conv.id, "conversation", conv, context=view, injections=self.flags(conv.turns)):
             first = conv.turns[0] if conv.turns else None
-            self.record(conv.id, "conversation", user=conv.user_id, conv=conv.id, index=0, start=conv.start,
-                        end=conv.end, mode=first.mode if first else None)
+            self.keep(data, conv.id, "conversation", user=conv.user_id, conv=conv.id, index=0, start=conv.start,
+                      end=conv.end, mode=first.mode if first else None)
 
     async def engagement(self, view: EngagementView) -> None:
         eng = view.engagement
         flags = self.flags(t for conv in view.conversations for t in conv.turns)
-        if await self.unit(eng.id, "engagement", view, injections=flags):
-            self.record(eng.id, "engagement", user=eng.user_id, conv=None, index=0, start=eng.window_start,
-                        end=eng.window_end, mode=None)
+        if data := await self.unit(eng.id, "engagement", view, injections=flags):
+            self.keep(data, eng.id, "engagement", user=eng.user_id, conv=None, index=0, start=eng.window_start,
+                      end=eng.window_end, mode=None)
 
 
-async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector) -> DatumBatch:
-    """Collect one user's units (their turns, spans, conversations and engagement concurrently)."""
+async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *,
+                       on_unit: UnitSink | None = None) -> DatumBatch:
+    """Collect one user's units (their turns, spans, conversations and engagement concurrently): the user's
+    batch, or, with `on_unit`, each unit's data handed on as soon as it is collected (memory then holds no
+    user's data, only the unit in flight) and an empty batch returned."""
     defs = plan.for_user(u.user_key)
     if defs is None:
         return DatumBatch(user_key=u.user_key, units=(), data=())
-    c = _UserCollection(plan=plan, defs=defs, collector=collector, user_key=u.user_key)
+    c = _UserCollection(plan=plan, defs=defs, collector=collector, user_key=u.user_key, on_unit=on_unit)
     tasks = [c.turn(t, real=False) for t in u.excluded]
     if u.view is not None:
         for conv in u.view.conversations:

@@ -212,7 +212,8 @@ class Runner:
             return iter_user_units(self.store, window_days=window, users=keys, horizon=self.horizon_at)
 
         async def work(u: kernel.UserUnits) -> DatumBatch:
-            return await kernel.collect_user(u, cplan, self.collector)
+            # Each unit's data go to the store's batches as they are collected, as one user's would pile up.
+            return await kernel.collect_user(u, cplan, self.collector, on_unit=self.persist)
 
         self.executor.run(None if plan.visit_all else plan.users, source=source, work=work, sink=self.persist)
         self.batch.flush()
