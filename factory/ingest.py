@@ -173,14 +173,13 @@ def ingest_file(
             w.reject(Quarantine(source=source, location="file", message="no records found (empty file?)"))
             w.flush()
             read = 1
-        store.con.begin()
-        w.finish()
-        store.set_meta("pack", pack.name)
-        store.record_source(
-            source_id=source_id, path=source, fmt=adapter.name, read=read, accepted=w.accepted,
-            quarantined=w.quarantined, when=datetime.now(UTC),
-        )
-        store.con.commit()
+        with store.transaction():
+            w.finish()
+            store.set_meta("pack", pack.name)
+            store.record_source(
+                source_id=source_id, path=source, fmt=adapter.name, read=read, accepted=w.accepted,
+                quarantined=w.quarantined, when=datetime.now(UTC),
+            )
     if on_record is not None:
         on_record(read)
     report = FileReport(path=source, format=adapter.name, status="ingested", read=read, accepted=w.accepted,

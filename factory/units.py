@@ -7,7 +7,6 @@ kept aside for Provenance only, so excluded traffic is counted but never analyse
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
@@ -15,21 +14,12 @@ from typing import Any
 from agent_factory.adapters.model import Conversation, Engagement, OutcomeEvent, Turn
 from agent_factory.digest import stable_id
 from agent_factory.evaluators.core import EngagementView
+from agent_factory.evaluators.kernel import UserUnits
 from agent_factory.factory.store import Store
 
+__all__ = ["UserUnits", "build_conversations", "engagement_view", "group_user_units", "iter_user_units", "user_key"]
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-@dataclass(frozen=True)
-class UserUnits:
-    """One user's units: the engagement view over real traffic, and their excluded turns."""
-
-    user_key: str
-    """The user id, or the conversation id when the source names no user."""
-    view: EngagementView | None
-    """Sessions of real traffic (None if the user has none)."""
-    excluded: tuple[Turn, ...]
-    """Turns of excluded segments (internal, cached clicks, synthetic)."""
 
 
 def user_key(turn: Turn) -> str:
@@ -107,13 +97,24 @@ def iter_user_units(
             events_by_user.setdefault(ev.user_id, []).append(ev)
     attrs = store.conversation_attributes()
     turns_of_users = store.iter_segmented_turns(segment=None, order="user", users=users)
-    for key, group in groupby(turns_of_users, key=lambda ts: user_key(ts[0])):
+    yield from group_user_units(turns_of_users, events_by_conv=events_by_conv, events_by_user=events_by_user,
+                                attributes=attrs, horizon=horizon, window_days=window_days)
+
+
+def group_user_units(
+    turns: Iterable[tuple[Turn, str]], *, events_by_conv: dict[str, list[OutcomeEvent]],
+    events_by_user: dict[str, list[OutcomeEvent]], attributes: dict[str, dict[str, Any]],
+    horizon: datetime | None, window_days: float,
+) -> Iterator[UserUnits]:
+    """The units of each user of `turns` ((turn, traffic segment) pairs, one user's turns together, in time
+    order): pure, so units held in memory are built exactly as the store's are."""
+    for key, group in groupby(turns, key=lambda ts: user_key(ts[0])):
         pairs = list(group)
         real = [t for t, seg in pairs if seg == "real"]
         excluded = tuple(t for t, seg in pairs if seg != "real")
         view = None
         if real:
-            convs = build_conversations(real, events=events_by_conv, attributes=attrs)
+            convs = build_conversations(real, events=events_by_conv, attributes=attributes)
             view = engagement_view(key, convs, user_events=events_by_user.get(key, []), horizon=horizon,
                                    window_days=window_days)
         yield UserUnits(user_key=key, view=view, excluded=excluded)

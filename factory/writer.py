@@ -6,11 +6,7 @@ Used by `factory.ingest`, which owns the file loop and its reports.
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
-
-import duckdb
-import pyarrow as pa
 
 from agent_factory.adapters.assemble import assemble_turn, split_trace
 from agent_factory.adapters.base import Quarantine
@@ -19,7 +15,16 @@ from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
-from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_from_row, span_row, turn_row
+from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
+from agent_factory.factory.store.ingest import (
+    call_group_spans,
+    consume_staged,
+    delete_turns,
+    iter_staged_spans,
+    shared_traces,
+    trace_elsewhere,
+    turn_attributes,
+)
 from agent_factory.knowledge_packs import KnowledgePack
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -30,10 +35,10 @@ MAX_REPORTED_ERRORS = 1000
 class _Rows:
     """One set of row batches: the file's stream, or the rows written in its closing transaction."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, *, size: int = 20_000) -> None:
-        self.spans = Batch(con, "spans", size=size)
-        self.turns = Batch(con, "turns", size=size)
-        self.provenance = Batch(con, "provenance", size=size)
+    def __init__(self, store: Store, *, size: int = 20_000) -> None:
+        self.spans = Batch(store, "spans", size=size)
+        self.turns = Batch(store, "turns", size=size)
+        self.provenance = Batch(store, "provenance", size=size)
 
     def flush(self) -> None:
         for b in (self.spans, self.turns, self.provenance):
@@ -50,15 +55,13 @@ class FileWriter:
     """
 
     def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack) -> None:
-        con = store.con
         self.store, self.source_id, self.path, self.pack = store, source_id, path, pack
-        self.rows = _Rows(con)
-        self.late = _Rows(con, size=1 << 62)  # flushed only inside the closing transaction
-        self.conversations = Batch(con, "conversations")
-        self.events = Batch(con, "events")
-        self.staged = Batch(con, "staged_spans")
-        self.quarantine = Batch(con, "quarantine")
-        self.con = con
+        self.rows = _Rows(store)
+        self.late = _Rows(store, size=1 << 62)  # flushed only inside the closing transaction
+        self.conversations = Batch(store, "conversations")
+        self.events = Batch(store, "events")
+        self.staged = Batch(store, "staged_spans")
+        self.quarantine = Batch(store, "quarantine")
         self.accepted = 0
         self.quarantined = 0
         self.pending = 0
@@ -117,46 +120,24 @@ class FileWriter:
         self.staged.flush()
         if not self.staged_count:
             return
-        sid = [self.source_id]
-        # Traces this file shares with earlier ones: pending spans of another file, or a stored turn.
-        shared = {r[0] for r in self.con.execute(
-            "SELECT DISTINCT s.trace_id FROM staged_spans s WHERE s.source_id = ? AND ("
-            " EXISTS (SELECT 1 FROM staged_spans o WHERE o.trace_id = s.trace_id AND o.source_id <> ?)"
-            " OR EXISTS (SELECT 1 FROM spans t WHERE t.trace_id = s.trace_id))", sid + sid).fetchall()}
-        # Staged rows are committed, so a cursor of its own (another connection) can stream them in trace order
-        # while this connection writes the turns; DuckDB's sort spills to disk, Python holds one page.
-        cur = self.con.cursor()
-        cur.execute("SELECT * FROM staged_spans WHERE source_id = ? ORDER BY trace_id, seq", sid)
-        names = [d[0] for d in cur.description]
+        shared = shared_traces(self.store, self.source_id)
         current: list[Span] = []
-        while rows := cur.fetchmany(5000):
-            for r in rows:
-                span = span_from_row(dict(zip(names, r, strict=True)))
-                if current and current[0].trace_id != span.trace_id:
-                    self._trace(current, shared=current[0].trace_id in shared)
-                    current = []
-                current.append(span)
+        for span in iter_staged_spans(self.store, self.source_id):
+            if current and current[0].trace_id != span.trace_id:
+                self._trace(current, shared=current[0].trace_id in shared)
+                current = []
+            current.append(span)
         if current:
             self._trace(current, shared=current[0].trace_id in shared)
-        cur.close()
         self._group_calls()
 
     def _stored(self, trace_id: str) -> list[Span]:
         """The trace's spans held elsewhere: other files' pending spans and the spans of stored turns (which this
         file's turn replaces)."""
-        out: list[Span] = []
-        for table in ("staged_spans", "spans"):
-            cur = self.con.cursor()
-            where = "trace_id = ? AND source_id <> ?" if table == "staged_spans" else "trace_id = ?"
-            params = [trace_id, self.source_id] if table == "staged_spans" else [trace_id]
-            cur.execute(f"SELECT * FROM {table} WHERE {where} ORDER BY seq", params)
-            names = [d[0] for d in cur.description]
-            for r in cur.fetchall():
-                row = dict(zip(names, r, strict=True))
-                if table == "spans":
-                    self._replace(row["turn_id"])
-                out.append(span_from_row(row))
-            cur.close()
+        pending, stored = trace_elsewhere(self.store, trace_id, source_id=self.source_id)
+        for turn_id, _span in stored:
+            self._replace(turn_id)
+        out = pending + [span for _turn_id, span in stored]
         if out:
             self.joined.add(trace_id)
         return out
@@ -165,8 +146,8 @@ class FileWriter:
         if turn_id is None or turn_id in self.replaced:
             return
         self.replaced.add(turn_id)
-        row = self.con.execute("SELECT attributes FROM turns WHERE id = ?", [turn_id]).fetchone()
-        key = json.loads(row[0]).get(CALL_GROUP) if row else None
+        attrs = turn_attributes(self.store, turn_id)
+        key = attrs.get(CALL_GROUP) if attrs is not None else None
         if isinstance(key, str):  # a turn of client-only calls: its whole group is grouped again
             self.calls.setdefault(key, [])
 
@@ -191,20 +172,12 @@ class FileWriter:
         """Turns of the client-only calls of this file, with the stored calls of the same groups."""
         if not self.calls:
             return
-        keys = sorted(self.calls)
-        cur = self.con.cursor()
-        cur.execute("SELECT id FROM turns WHERE json_extract_string(attributes, '$.call_group') IN (SELECT unnest(?))",
-                    [keys])
-        stored_turns = [r[0] for r in cur.fetchall()]
-        cur.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [stored_turns])
-        names = [d[0] for d in cur.description]
+        stored_turns, stored_spans = call_group_spans(self.store, self.calls)
         by_trace: dict[str, list[Span]] = {}
         mine = {s.trace_id for traces in self.calls.values() for t in traces for s in t}
-        for r in cur.fetchall():
-            span = span_from_row(dict(zip(names, r, strict=True)))
+        for span in stored_spans:
             if span.trace_id not in mine and span.attributes.get(DERIVED) is None:
                 by_trace.setdefault(span.trace_id, []).append(span)
-        cur.close()
         self.replaced.update(stored_turns)
         for spans in by_trace.values():
             self.calls.setdefault(group_key(spans), []).append(spans)
@@ -222,17 +195,10 @@ class FileWriter:
     def finish(self) -> None:
         """The closing transaction's writes: stored turns this file rebuilt are replaced, staging rows consumed
         are removed (orphans stay pending). The caller writes the commit marker before committing."""
-        con = self.con
         if self.replaced:
-            ids = sorted(self.replaced)
-            for table, col in (("turns", "id"), ("provenance", "turn_id"), ("spans", "turn_id")):
-                con.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT unnest(?))", [ids])
+            delete_turns(self.store, self.replaced)
         self.late.flush()
-        keep = pa.table({"trace_id": [k[0] for k in self.keep], "id": [k[1] for k in self.keep]},  # noqa: F841
-                        schema=pa.schema([("trace_id", pa.string()), ("id", pa.string())]))
-        con.execute("DELETE FROM staged_spans s WHERE (s.source_id = ? OR s.trace_id IN (SELECT unnest(?)))"
-                    " AND NOT EXISTS (SELECT 1 FROM keep k WHERE k.trace_id = s.trace_id AND k.id = s.id)",
-                    [self.source_id, sorted(self.joined)])
+        consume_staged(self.store, source_id=self.source_id, joined=self.joined, keep=self.keep)
 
 
 def _by_start(spans: list[Span]) -> list[Span]:

@@ -1,0 +1,326 @@
+"""The evaluation run, step by step: plan (what changed), execute (the kernel's collection over the users to
+visit, through an executor), persist (each user's batch into the store), analyse (the kernel's analyses over the
+stored data), merge (results into the store), report.
+
+This is the only place that joins I/O (store, cache, models through the collector) with the pure parts (the
+kernel, rules, analyses, the graph). Data are written as each user finishes; analyses read every analysed unit's
+stored data, so a run that visits a few users still analyses everyone.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import networkx as nx
+
+from agent_factory.adapters.model import EvidencePointer
+from agent_factory.evaluators import kernel
+from agent_factory.evaluators.collect.reasons import reason_category, retry_later
+from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer, Result
+from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
+from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.factory.pipeline.executors import Executor
+from agent_factory.factory.pipeline.executors.local import LocalExecutor
+from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
+from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
+from agent_factory.factory.pipeline.plan import Plan, make_plan
+from agent_factory.factory.pipeline.report import RunReport
+from agent_factory.factory.store import Batch, Store
+from agent_factory.factory.store.data import count_not_written_by, data_counts, datum_row, drop_items
+from agent_factory.factory.store.pipeline import current_sources, save_state
+from agent_factory.factory.store.results import merge_results, population_metrics, result_row
+from agent_factory.factory.store.runs import record_run
+from agent_factory.factory.store.units import drop_users, load_rows, unit_row
+from agent_factory.factory.units import iter_user_units
+from agent_factory.knowledge_packs import KnowledgePack
+
+
+class Collector(kernel.Collector, Protocol):
+    """What the runner needs of the cascade (evaluators.collect.Cascade): the kernel's collector, with counters."""
+
+    @property
+    def model_calls(self) -> int:
+        """Requests sent to model providers so far."""
+
+    def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
+        """v of a definition: it changes exactly when the keys of its data do."""
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the model calls reported so far."""
+
+    @property
+    def cost_usd(self) -> float:
+        """What the model calls cost so far."""
+
+    @property
+    def reused(self) -> int:
+        """Data found in the cache so far."""
+
+    @property
+    def reused_uncollected(self) -> Counter[str]:
+        """Data found in the cache as `uncollected`, by reason."""
+
+    @property
+    def collected(self) -> Counter[str]:
+        """Data collected afresh, by tier."""
+
+
+@dataclass(frozen=True)
+class _Tally:
+    """The collector's counters at one moment: a collector may outlive a run, so a report counts differences."""
+
+    model_calls: int
+    tokens: int
+    cost_usd: float
+    collected: int
+    """Values decided by rules or models (uncollected data excluded)."""
+    reused: int
+    """Values found in the cache (data cached as uncollected excluded: the runner counts those as uncollected)."""
+
+    @classmethod
+    def of(cls, c: Collector) -> _Tally:
+        return cls(model_calls=c.model_calls, tokens=c.tokens, cost_usd=c.cost_usd,
+                   collected=sum(c.collected.values()), reused=c.reused - sum(c.reused_uncollected.values()))
+
+
+@dataclass
+class _Acc:
+    units: Counter[str] = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
+    uncollected: int = 0
+    retry_items: set[str] = field(default_factory=set)
+
+
+def injection_pointers(store: Store) -> dict[str, tuple[EvidencePointer, ...]]:
+    """Turn id -> where provenance flagged text addressed to an evaluator in it (stored at ingest), so that every
+    prompt showing that text marks it as flagged."""
+    return {tid: tuple(f.pointer for f in ProvenanceRecord.model_validate_json(rec).injections)
+            for tid, rec in store.injection_records()}
+
+
+_Defs = dict[Layer, dict[str, list[DataDefinition]]]
+
+
+def definitions_by_layer(specs: Sequence[ComponentSpec], pack: KnowledgePack) -> _Defs:
+    """Layer -> component -> definitions (`ComponentSpec.definitions_for`: Conduct's come from the clauses)."""
+    out: _Defs = {"span": {}, "trace": {}, "conversation": {}, "engagement": {}}
+    for spec in specs:
+        for d in spec.definitions_for(pack):
+            out[d.layer].setdefault(spec.name, []).append(d)
+    return out
+
+
+def _restrict(defs: _Defs, items: frozenset[str]) -> _Defs:
+    """Only the definitions `items`, every layer kept (possibly empty)."""
+    return {layer: {c: [d for d in ds if d.id in items] for c, ds in comps.items() if any(d.id in items for d in ds)}
+            for layer, comps in defs.items()}
+
+
+def analysis_groups(specs: Sequence[ComponentSpec], *, names: frozenset[str], admitted: set[str],
+                    component_of: dict[str, str]) -> list[tuple[bool, set[str], list[Analysis]]]:
+    """The analyses `names` grouped by what they read: (all segments?, the admitted items they read, analyses).
+    Components that count excluded traffic (Provenance) read every segment's turns; the rest, real ones."""
+    wanted = [(spec, a) for spec in specs for a in spec.analyses if a.name in names]
+    out = []
+    for all_segments in (False, True):
+        group = [(spec, a) for spec, a in wanted if spec.all_segments == all_segments]
+        if group:
+            items = {i for i in admitted
+                     if any(reads_component(a.reads, spec.name, component_of[i]) for spec, a in group)}
+            out.append((all_segments, items, [a for _s, a in group]))
+    return out
+
+
+class Runner:
+    """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
+
+    A first run (or `full=True`) collects every definition on every unit. Later runs compare the graph's
+    fingerprints with the last complete run's: units of users touched by new files are rebuilt, definitions
+    whose v changed are recollected on every unit, and only analyses downstream of a change rerun. With
+    nothing changed, nothing is collected or analysed.
+    """
+
+    def __init__(
+        self, store: Store, *, pack: KnowledgePack, collector: Collector, specs: Sequence[ComponentSpec],
+        concurrency: int = 8, progress: Callable[[int], None] | None = None, full: bool = False,
+        executor: Executor | None = None,
+    ) -> None:
+        self.store, self.pack, self.collector, self.specs = store, pack, collector, list(specs)
+        self.executor: Executor = executor or LocalExecutor(concurrency=concurrency, progress=progress)
+        self.full = full
+        self.defs = definitions_by_layer(self.specs, pack)
+        self.by_id = {d.id: d for layer in self.defs.values() for ds in layer.values() for d in ds}
+        self.component_of = {d.id: c for layer in self.defs.values() for c, ds in layer.items() for d in ds}
+        self.admitted = {i for i, d in self.by_id.items() if d.admitted}
+        self.run_id = uuid.uuid4().hex[:12]
+        self.acc = _Acc()
+        self.batch = Batch(store, "atomic_data")
+        self.unit_batch = Batch(store, "units")
+        by_component: dict[str, list[DataDefinition]] = {}
+        for i, d in self.by_id.items():
+            by_component.setdefault(self.component_of[i], []).append(d)
+        self.sources = current_sources(store)
+        self.injections = injection_pointers(store)
+        self.horizon_at = store.horizon()
+        self.horizon = self.horizon_at.timestamp() if self.horizon_at is not None else None
+        self.traces = TracesState(sources=self.sources, window_days=pack.thresholds.window_days)
+        self.graph = build_graph(
+            specs=self.specs, definitions=by_component, pack=pack, traces=self.traces,
+            versions={i: collector.definition_version(d, pack) for i, d in self.by_id.items()},
+        )
+        self._plan: Plan | None = None
+
+    # ---- plan ------------------------------------------------------------------------------------
+
+    def plan(self) -> Plan:
+        """Compare the graph with the last complete run's and decide what to recompute."""
+        if self._plan is None:
+            self._plan = make_plan(self.store, self.graph, traces=self.traces, horizon=self.horizon, full=self.full)
+        return self._plan
+
+    def users_to_visit(self) -> int:
+        """How many users this run visits (all of them when the plan says so)."""
+        p = self.plan()
+        if p.visit_all or p.users is None:
+            return p.users_total
+        return len(p.users)
+
+    def collect_plan(self, plan: Plan) -> CollectPlan:
+        """The kernel's plan: every definition for rebuilt users, the changed ones for everyone else."""
+        return CollectPlan(
+            definitions=self.defs, pack=self.pack, rebuilt=plan.users,
+            changed=_restrict(self.defs, plan.dirty.items) if plan.dirty.items else None,
+            all_segments=frozenset(s.name for s in self.specs if s.all_segments), injections=self.injections,
+        )
+
+    # ---- execute and persist ----------------------------------------------------------------------
+
+    def execute_plan(self, plan: Plan) -> None:
+        """Collect over the users the plan visits, persisting each user's batch as it finishes."""
+        cplan = self.collect_plan(plan)
+        window = self.pack.thresholds.window_days
+
+        def source(keys: Collection[str] | None) -> Iterator[kernel.UserUnits]:
+            return iter_user_units(self.store, window_days=window, users=keys, horizon=self.horizon_at)
+
+        async def work(u: kernel.UserUnits) -> DatumBatch:
+            # Each unit's data go to the store's batches as they are collected, as one user's would pile up.
+            return await kernel.collect_user(u, cplan, self.collector, on_unit=self.persist)
+
+        self.executor.run(None if plan.visit_all else plan.users, source=source, work=work, sink=self.persist)
+        self.batch.flush()
+        self.unit_batch.flush()
+
+    def persist(self, b: DatumBatch) -> None:
+        """Queue one user's units and data for the store, counting what was left uncollected and why."""
+        for d in b.data:
+            if d.value == "uncollected":
+                self.acc.uncollected += 1
+                self.acc.reasons[reason_category(d.reason or "")] += 1
+                if retry_later(d.reason):
+                    self.acc.retry_items.add(d.item)
+            self.batch.add(datum_row(d, run_id=self.run_id))
+        for u in b.units:
+            self.acc.units[u.layer] += 1
+            self.unit_batch.add(unit_row(u, run_id=self.run_id))
+
+    # ---- analyse and merge -------------------------------------------------------------------------
+
+    def analyse(self, names: frozenset[str]) -> tuple[list[Result], set[str]]:
+        """Rerun the analyses `names` over the stored data of the components they read."""
+        results: list[Result] = []
+        ran: set[str] = set()
+        for all_segments, items, analyses in analysis_groups(self.specs, names=names, admitted=self.admitted,
+                                                             component_of=self.component_of):
+            rows = load_rows(self.store, items=items, all_segments=all_segments)
+            results.extend(kernel.analyse(kernel.freeze(rows, horizon=self.horizon), analyses, self.pack))
+            ran.update(a.name for a in analyses)
+        return results, ran
+
+    def merge(self, results: list[Result], ran: set[str]) -> dict[str, int]:
+        """Merge the rerun analyses' results into the store (unchanged rows stay as they were)."""
+        versions = {a.name: a.content_version for s in self.specs for a in s.analyses}
+        rows = [result_row(r, run_id=self.run_id, versions=versions) for r in results]
+        return merge_results(self.store, rows, analyses=ran,
+                             keep_analyses={a.name for s in self.specs for a in s.analyses})
+
+    def save(self, plan: Plan) -> None:
+        """Record the run's fingerprints; data a rerun could still collect (budget, provider errors) keep their
+        definitions dirty."""
+        fps = fingerprints(self.graph)
+        for item in self.acc.retry_items:
+            for node in (f"definition:{item}", *nx.descendants(self.graph, f"definition:{item}")):
+                fps[node] = "retry"
+        if not plan.dirty.nothing or self.full:
+            save_state(self.store, fingerprints=fps, sources=self.sources, horizon=self.horizon,
+                       run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days)
+
+    # ---- report ----------------------------------------------------------------------------------
+
+    def _components(self) -> dict[str, dict[str, Any]]:
+        counts = data_counts(self.store)
+        out: dict[str, dict[str, Any]] = {}
+        for spec in self.specs:
+            n, rows = population_metrics(self.store, spec.name)
+            out[spec.name] = {
+                "data": counts.get(spec.name, {}),
+                "results": n,
+                "metrics": [{"metric": m, "layer": la, "stratum": st, "value": json.loads(v), "low": lo, "high": hi,
+                             "n": nn} for m, la, st, v, lo, hi, nn in rows],
+            }
+        return out
+
+    def report(self, plan: Plan, *, seconds: float, before: _Tally, merged: dict[str, int]) -> RunReport:
+        """What this run did."""
+        d = plan.dirty
+        after = _Tally.of(self.collector)
+        return RunReport(
+            run_id=self.run_id, seconds=seconds,
+            plan={
+                "trigger": plan.trigger,
+                "users_visited": self.users_to_visit() if not d.nothing else 0, "users_total": plan.users_total,
+                "users_rebuilt": plan.users_total if plan.users is None else len(plan.users),
+                "definitions_recollected": len(d.items), "definitions_total": len(self.by_id),
+                "analyses_rerun": len(d.analyses),
+                "analyses_total": sum(len(s.analyses) for s in self.specs),
+                "graph": describe(self.graph), "retry_next_run": sorted(self.acc.retry_items),
+            },
+            units=dict(self.acc.units),
+            model_calls=after.model_calls - before.model_calls, tokens=after.tokens - before.tokens,
+            cost_usd=round(after.cost_usd - before.cost_usd, 6),
+            # Rows this run did not write; a row it rewrote (a rebuilt user, a changed definition) is not kept.
+            items={"collected": after.collected - before.collected, "reused": after.reused - before.reused,
+                   "kept": count_not_written_by(self.store, self.run_id), "uncollected": self.acc.uncollected},
+            uncollected_reasons=dict(self.acc.reasons), results=merged, components=self._components(),
+        )
+
+    # ---- the run ---------------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        """Plan, execute and persist, analyse, merge, save the state and report one run."""
+        t0 = time.perf_counter()
+        started = datetime.now(UTC)
+        before = _Tally.of(self.collector)
+        plan = self.plan()
+        d = plan.dirty
+        merged = {"added": 0, "removed": 0, "unchanged": self.store.count_rows("results")}
+        if not d.nothing:
+            drop_items(self.store, keep=self.by_id)
+            drop_users(self.store, plan.users)
+            if plan.users is None or plan.users or d.items:
+                self.execute_plan(plan)
+            results, ran = self.analyse(d.analyses)
+            merged = self.merge(results, ran)
+        self.save(plan)
+        report = self.report(plan, seconds=round(time.perf_counter() - t0, 3), before=before, merged=merged)
+        record_run(self.store, run_id=self.run_id, started=started, finished=datetime.now(UTC),
+                   report_json=json.dumps(report.model_dump(mode="json")))
+        return report

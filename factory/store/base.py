@@ -1,0 +1,276 @@
+"""The store's connection: one DuckDB file holding units of all four layers, provenance and quarantined records,
+the run's units, atomic data and results, and the pipeline's state.
+
+Writes of an input file go through `Store.file_writes`, so a crash mid-file leaves nothing of that file behind
+(DuckDB does not replay an uncommitted transaction from its WAL). The typed reads and writes of each concern
+live beside this module (`ingest`, `units`, `data`, `results`, `runs`, `pipeline`); all SQL is in this package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+
+from agent_factory.adapters.model import OutcomeEvent, Span, Turn
+from agent_factory.errors import StoreError
+from agent_factory.factory.store.rows import event_from_row, fetch_dicts, span_from_row, turn_from_row
+from agent_factory.factory.store.schema import (
+    DEFAULT_MEMORY,
+    DEFAULT_STORE,
+    READ_MEMORY,
+    SOURCE_TABLES,
+    check_version,
+    create_meta,
+    create_tables,
+)
+
+_LOCK_PID = re.compile(r"\(PID (\d+)\)")
+
+
+def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """Open the DuckDB file; a `StoreError` in one line when another process holds it or it is no store."""
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as e:
+        text = str(e)
+        if "lock" not in text.lower():
+            raise StoreError(f"{path}: cannot open the store: {text.splitlines()[0]}") from None
+        pid = _LOCK_PID.search(text)
+        who = f"process {pid.group(1)}" if pid else "another process"
+        raise StoreError(f"{path}: the store is in use by {who} (DuckDB allows one writer at a time); wait for it "
+                         "to finish, or pass another --store") from None
+    except duckdb.Error as e:
+        raise StoreError(f"{path}: cannot open the store: {str(e).splitlines()[0]}") from None
+
+
+class Store:
+    """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
+
+    def __init__(self, path: Path | str = DEFAULT_STORE, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.con = _connect(self.path, read_only=read_only)
+        # Timestamps come back as UTC whatever the machine's zone, so reads are reproducible.
+        self.con.execute("SET TimeZone = 'UTC'")
+        # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
+        self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
+        self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+        if not read_only:
+            self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
+            create_meta(self.con)
+        check_version(self.con, self.path)
+        if not read_only:
+            create_tables(self.con)
+            self.recover()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.con.close()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    @contextmanager
+    def memory_capped(self, limit: str = READ_MEMORY) -> Iterator[None]:
+        """DuckDB's memory limit lowered for a read whose rows Python holds anyway (the pages it would cache
+        there add to the peak for nothing), restored afterwards."""
+        self.con.execute(f"SET memory_limit = '{limit}'")
+        try:
+            yield
+        finally:
+            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Set a store-wide value."""
+        self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+    def get_meta(self, key: str) -> str | None:
+        """A store-wide value, or None."""
+        row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def has_source(self, source_id: str) -> bool:
+        """Whether the file `source_id` is ingested."""
+        return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None
+
+    @contextmanager
+    def file_writes(self, source_id: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The writes of one input file. They count only once `record_source` has written the file's row: on an
+        error they are removed here, and after a crash `recover` removes them when the store next opens."""
+        self._drop_source_rows(source_id)
+        try:
+            yield self.con
+        except BaseException:
+            with suppress(duckdb.Error):  # the file's last step runs in a transaction; none may be open
+                self.con.rollback()
+            self._drop_source_rows(source_id)
+            raise
+
+    def _drop_source_rows(self, source_id: str) -> None:
+        if self.has_source(source_id):
+            return
+        for table in SOURCE_TABLES:
+            self.con.execute(f"DELETE FROM {table} WHERE source_id = ?", [source_id])
+
+    def recover(self) -> int:
+        """Delete rows of files whose ingest never finished (no `sources` row); the number of rows removed."""
+        removed = 0
+        for table in SOURCE_TABLES:
+            n = self.con.execute(
+                f"DELETE FROM {table} WHERE source_id IS NOT NULL AND source_id NOT IN (SELECT source_id FROM sources)"
+            ).fetchone()
+            removed += int(n[0]) if n else 0
+        return removed
+
+    def pending_spans(self) -> tuple[int, int]:
+        """Spans kept waiting for their parent span (orphans so far), and the traces they belong to."""
+        row = self.con.execute("SELECT count(*), count(DISTINCT trace_id) FROM staged_spans").fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def record_source(
+        self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
+        when: datetime,
+    ) -> None:
+        """Record an ingested file: its rows count from now on."""
+        self.con.execute(
+            "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [source_id, path, fmt, when, read, accepted, quarantined],
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, Any]:
+        """Headline counts over real traffic, plus turns per segment and store-wide totals."""
+        c = self.con
+        real = c.execute(
+            "SELECT count(*), count(DISTINCT conversation_id), count(DISTINCT user_id), coalesce(sum(n_spans), 0)"
+            " FROM turns WHERE segment = 'real'"
+        ).fetchone()
+        assert real is not None
+        # Steps: spans below a turn's root(s); the root span stands for the turn itself.
+        steps = c.execute(
+            "SELECT count(*) FROM spans s JOIN turns t ON s.turn_id = t.id"
+            " WHERE t.segment = 'real' AND s.parent_id IS NOT NULL"
+        ).fetchone()
+        assert steps is not None
+        segments = dict(c.execute("SELECT segment, count(*) FROM turns GROUP BY segment ORDER BY segment").fetchall())
+        totals = c.execute(
+            "SELECT (SELECT count(*) FROM turns), (SELECT count(*) FROM spans), (SELECT count(*) FROM events),"
+            " (SELECT count(*) FROM quarantine), (SELECT count(*) FROM sources),"
+            " (SELECT count(*) FROM provenance WHERE NOT complete),"
+            " (SELECT count(*) FROM provenance WHERE injections > 0)"
+        ).fetchone()
+        assert totals is not None
+        modes = dict(
+            c.execute(
+                "SELECT coalesce(mode, 'unknown'), count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1"
+            ).fetchall()
+        )
+        delivery = dict(
+            c.execute("SELECT delivery, count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1").fetchall()
+        )
+        return {
+            "turns": real[0], "sessions": real[1], "users": real[2], "spans": int(real[3]), "steps": steps[0],
+            "segments": segments,
+            "modes": modes,
+            "delivery": delivery,
+            "all": {
+                "turns": totals[0], "spans": totals[1], "events": totals[2], "quarantined": totals[3],
+                "sources": totals[4], "incomplete_evidence_turns": totals[5], "turns_with_injection_flags": totals[6],
+            },
+        }
+
+    def iter_turns(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000, users: Collection[str] | None = None,
+    ) -> Iterator[Turn]:
+        """Turns with their spans; memory bounded by `batch` turns.
+
+        `order="conversation"`: by conversation, then turn index. `order="user"`: by user (the conversation id
+        stands in for a missing user), then time, so one user's turns arrive together. `users` keeps the turns
+        of those user keys only.
+        """
+        for turn, _segment in self.iter_segmented_turns(segment=segment, order=order, batch=batch, users=users):
+            yield turn
+
+    def iter_segmented_turns(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000, users: Collection[str] | None = None,
+    ) -> Iterator[tuple[Turn, str]]:
+        """Like `iter_turns`, each turn with its traffic segment (read in the same query)."""
+        conds: list[str] = []
+        params: list[Any] = []
+        if segment is not None:
+            conds.append("t.segment = ?")
+            params.append(segment)
+        if users is not None:
+            conds.append("coalesce(t.user_id, t.conversation_id) IN (SELECT unnest(?))")
+            params.append(sorted(users))
+        where = f"WHERE {' AND '.join(conds)}" if conds else ""
+        order_by = (
+            "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation"
+            else "coalesce(t.user_id, t.conversation_id), t.start_time, t.conversation_id, t.idx, t.id"
+        )
+        # A cursor of its own: the caller may write on the main connection while this one is read.
+        cur = self.con.cursor()
+        cur.execute(f"SELECT t.* FROM turns t {where} ORDER BY {order_by}", params)
+        while turn_rows := fetch_dicts(cur, batch=batch):
+            ids = [r["id"] for r in turn_rows]
+            spans: dict[str, list[Span]] = {i: [] for i in ids}
+            sc = self.con.cursor()
+            sc.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [ids])
+            for row in fetch_dicts(sc):
+                spans[row["turn_id"]].append(span_from_row(row))
+            for r in turn_rows:
+                yield turn_from_row(r, tuple(spans[r["id"]])), r["segment"]
+
+    def horizon(self) -> datetime | None:
+        """The end of observation: the latest time any turn ended (or started) in the store."""
+        row = self.con.execute("SELECT max(coalesce(end_time, start_time)) FROM turns").fetchone()
+        return row[0] if row else None
+
+    def events(self) -> list[OutcomeEvent]:
+        """All outcome events (they are few: one per reward or feedback)."""
+        cur = self.con.cursor()
+        cur.execute("SELECT * FROM events ORDER BY time, id")
+        return [event_from_row(row) for row in fetch_dicts(cur)]
+
+    def conversation_attributes(self) -> dict[str, dict[str, Any]]:
+        """Attributes of adapter-provided conversations (task id, trial, termination, ...)."""
+        rows = self.con.execute("SELECT id, attributes FROM conversations").fetchall()
+        return {cid: json.loads(a) for cid, a in rows}
+
+    def injection_records(self) -> list[tuple[str, str]]:
+        """(turn id, provenance record JSON) of the turns in which ingest flagged text addressed to an evaluator."""
+        return [(tid, rec) for tid, rec in self.con.execute(
+            "SELECT turn_id, record FROM provenance WHERE injections > 0").fetchall()]
+
+    def count_rows(self, table: str) -> int:
+        """Number of rows in `table`."""
+        row = self.con.execute(f"SELECT count(*) FROM {table}").fetchone()
+        return int(row[0]) if row else 0
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")

@@ -1,0 +1,85 @@
+"""The reads and deletes of an input file's closing steps (`factory.writer`): staged spans grouped into traces,
+traces shared with earlier files, client-only call groups, and the rows a rebuilt turn replaces."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from agent_factory.adapters.model import Span
+from agent_factory.factory.store.base import Store
+from agent_factory.factory.store.rows import fetch_dicts, span_from_row
+
+
+def shared_traces(store: Store, source_id: str) -> set[str]:
+    """Traces this file's staged spans share with earlier files: pending spans of another file, or a stored turn."""
+    sid = [source_id]
+    return {r[0] for r in store.con.execute(
+        "SELECT DISTINCT s.trace_id FROM staged_spans s WHERE s.source_id = ? AND ("
+        " EXISTS (SELECT 1 FROM staged_spans o WHERE o.trace_id = s.trace_id AND o.source_id <> ?)"
+        " OR EXISTS (SELECT 1 FROM spans t WHERE t.trace_id = s.trace_id))", sid + sid).fetchall()}
+
+
+def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000) -> Iterator[Span]:
+    """The file's staged spans in trace order, then arrival order.
+
+    Staged rows are committed, so a cursor of its own (another connection) streams them while the store's
+    connection writes the turns; DuckDB's sort spills to disk, Python holds one page."""
+    cur = store.con.cursor()
+    try:
+        cur.execute("SELECT * FROM staged_spans WHERE source_id = ? ORDER BY trace_id, seq", [source_id])
+        while rows := fetch_dicts(cur, batch=batch):
+            for r in rows:
+                yield span_from_row(r)
+    finally:
+        cur.close()
+
+
+def trace_elsewhere(store: Store, trace_id: str, *, source_id: str) -> tuple[list[Span], list[tuple[str | None, Span]]]:
+    """The trace's spans held outside this file: other files' pending (staged) spans, and the spans of stored
+    turns with the id of the turn each belongs to."""
+    cur = store.con.cursor()
+    cur.execute("SELECT * FROM staged_spans WHERE trace_id = ? AND source_id <> ? ORDER BY seq", [trace_id, source_id])
+    pending = [span_from_row(r) for r in fetch_dicts(cur)]
+    cur.execute("SELECT * FROM spans WHERE trace_id = ? ORDER BY seq", [trace_id])
+    stored = [(r["turn_id"], span_from_row(r)) for r in fetch_dicts(cur)]
+    cur.close()
+    return pending, stored
+
+
+def turn_attributes(store: Store, turn_id: str) -> dict[str, Any] | None:
+    """A stored turn's attributes; None when there is no such turn."""
+    row = store.con.execute("SELECT attributes FROM turns WHERE id = ?", [turn_id]).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def call_group_spans(store: Store, keys: Collection[str]) -> tuple[list[str], list[Span]]:
+    """The stored turns of the client-only call groups `keys`, and their spans (by turn, then seq)."""
+    cur = store.con.cursor()
+    cur.execute("SELECT id FROM turns WHERE json_extract_string(attributes, '$.call_group') IN (SELECT unnest(?))",
+                [sorted(keys)])
+    turn_ids = [r[0] for r in cur.fetchall()]
+    cur.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [turn_ids])
+    spans = [span_from_row(r) for r in fetch_dicts(cur)]
+    cur.close()
+    return turn_ids, spans
+
+
+def delete_turns(store: Store, turn_ids: Collection[str]) -> None:
+    """Delete stored turns with their provenance and spans (a file rebuilds them)."""
+    ids = sorted(turn_ids)
+    for table, col in (("turns", "id"), ("provenance", "turn_id"), ("spans", "turn_id")):
+        store.con.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT unnest(?))", [ids])
+
+
+def consume_staged(store: Store, *, source_id: str, joined: Collection[str], keep: Collection[tuple[str, str]]) -> None:
+    """Remove the staging rows a file consumed: its own and those of the traces `joined` from other files,
+    except the (trace id, span id) pairs in `keep` (orphans, still pending)."""
+    keep_t = pa.table({"trace_id": [k[0] for k in keep], "id": [k[1] for k in keep]},  # noqa: F841 - scanned below
+                      schema=pa.schema([("trace_id", pa.string()), ("id", pa.string())]))
+    store.con.execute("DELETE FROM staged_spans s WHERE (s.source_id = ? OR s.trace_id IN (SELECT unnest(?)))"
+                      " AND NOT EXISTS (SELECT 1 FROM keep_t k WHERE k.trace_id = s.trace_id AND k.id = s.id)",
+                      [source_id, sorted(joined)])

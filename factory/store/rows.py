@@ -1,0 +1,146 @@
+"""Rows of the store's tables: the row of each record, the record of a row, and `Batch`, the Arrow appender
+every bulk write goes through (row-at-a-time inserts would dominate ingest time)."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
+from agent_factory.factory.store.schema import REPLACE_ON_CONFLICT, SPAN_COLUMNS, TABLES
+
+if TYPE_CHECKING:
+    from agent_factory.factory.store.base import Store
+
+
+def dumps(value: Any) -> str:
+    """Canonical JSON for stored attribute maps (sorted keys, so equal content is equal bytes)."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def span_row(span: Span, *, seq: int, source_id: str, turn_id: str | None = None) -> dict[str, Any]:
+    """The `spans` row of a span."""
+    t = span.tokens
+    return {
+        "trace_id": span.trace_id, "id": span.id, "parent_id": span.parent_id, "seq": seq, "kind": span.kind,
+        "name": span.name, "input": span.input, "output": span.output, "status": span.status,
+        "error": span.error, "start_time": span.start, "end_time": span.end, "duration_ms": span.duration_ms,
+        "model": span.model, "tokens_in": t.input if t else None, "tokens_out": t.output if t else None,
+        "tokens_total": t.total if t else None, "attributes": dumps(span.attributes), "source_id": source_id,
+        "turn_id": turn_id,
+    }
+
+
+def turn_row(turn: Turn, *, segment: str, source_id: str) -> dict[str, Any]:
+    """The `turns` row of a turn."""
+    return {
+        "id": turn.id, "conversation_id": turn.conversation_id, "user_id": turn.user_id, "idx": turn.index,
+        "request": turn.request, "answer": turn.answer, "mode": turn.mode, "delivery": turn.delivery,
+        "start_time": turn.start, "end_time": turn.end, "latency_ms": turn.latency_ms,
+        "n_spans": len(turn.spans), "attributes": dumps(turn.attributes), "segment": segment,
+        "source_id": source_id,
+    }
+
+
+def conversation_row(conv: Conversation, *, source_id: str) -> dict[str, Any]:
+    """The `conversations` row of a conversation."""
+    return {"id": conv.id, "user_id": conv.user_id, "attributes": dumps(conv.attributes), "source_id": source_id}
+
+
+def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:
+    """The `events` row of an outcome event."""
+    return {
+        "id": ev.id, "kind": ev.kind, "user_id": ev.user_id, "conversation_id": ev.conversation_id,
+        "time": ev.time, "value": dumps(ev.value), "attributes": dumps(ev.attributes), "source_id": source_id,
+    }
+
+
+def span_from_row(row: dict[str, Any]) -> Span:
+    """The span a `spans` row holds."""
+    tokens = None
+    if any(row[k] is not None for k in ("tokens_in", "tokens_out", "tokens_total")):
+        tokens = TokenUsage(input=row["tokens_in"], output=row["tokens_out"], total=row["tokens_total"])
+    return Span(
+        id=row["id"], trace_id=row["trace_id"], parent_id=row["parent_id"], kind=row["kind"], name=row["name"],
+        input=row["input"], output=row["output"], status=row["status"], error=row["error"],
+        start=row["start_time"], end=row["end_time"], duration_ms=row["duration_ms"], model=row["model"],
+        tokens=tokens, attributes=json.loads(row["attributes"]),
+    )
+
+
+def turn_from_row(r: dict[str, Any], spans: tuple[Span, ...]) -> Turn:
+    """The turn a `turns` row holds, with its spans."""
+    return Turn(
+        id=r["id"], conversation_id=r["conversation_id"], user_id=r["user_id"], index=r["idx"],
+        request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
+        start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
+        spans=spans, attributes=json.loads(r["attributes"]),
+    )
+
+
+def event_from_row(row: dict[str, Any]) -> OutcomeEvent:
+    """The outcome event an `events` row holds."""
+    return OutcomeEvent(
+        id=row["id"], kind=row["kind"], user_id=row["user_id"], conversation_id=row["conversation_id"],
+        time=row["time"], value=json.loads(row["value"]), attributes=json.loads(row["attributes"]),
+    )
+
+
+def fetch_dicts(cur: duckdb.DuckDBPyConnection, *, batch: int | None = None) -> list[dict[str, Any]]:
+    """The rows of an executed cursor as dicts by column name (all of them, or the next `batch`)."""
+    names = [d[0] for d in cur.description]
+    rows = cur.fetchall() if batch is None else cur.fetchmany(batch)
+    return [dict(zip(names, r, strict=True)) for r in rows]
+
+
+def arrow_rows(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """`rows` of a store table as an Arrow table of its declared schema (what appends scan by name)."""
+    columns = TABLES[table][0] if table in TABLES else SPAN_COLUMNS
+    return pa.Table.from_pylist(rows, schema=pa.schema([(name, typ) for name, (_, typ) in columns.items()]))
+
+
+class Batch:
+    """Rows waiting to be appended to one table, flushed as one Arrow table."""
+
+    def __init__(self, store: Store, table: str, *, size: int = 20_000) -> None:
+        self.con, self.table, self.size = store.con, table, size
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Queue a row; flush once the batch is full."""
+        self.rows.append(row)
+        if len(self.rows) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
+        if not self.rows:
+            return
+        keys = TABLES[self.table][1] if self.table in TABLES else ()
+        rows = self.rows
+        if keys:
+            # One row per key within the batch: the last (replace) or the first (keep) written.
+            unique: dict[tuple[Any, ...], dict[str, Any]] = {}
+            replace = self.table in REPLACE_ON_CONFLICT
+            for r in rows:
+                k = tuple(r[c] for c in keys)
+                if replace or k not in unique:
+                    unique[k] = r
+            rows = list(unique.values())
+        arrow = arrow_rows(self.table, rows)  # noqa: F841 - scanned by name below
+        self.rows = []
+        if not keys:
+            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
+            return
+        match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
+        if self.table in REPLACE_ON_CONFLICT:
+            self.con.execute(f"DELETE FROM {self.table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
+            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
+        else:
+            self.con.execute(
+                f"INSERT INTO {self.table} SELECT * FROM arrow b"
+                f" WHERE NOT EXISTS (SELECT 1 FROM {self.table} t WHERE {match})"
+            )

@@ -1,0 +1,215 @@
+"""The store's tables: one definition per table drives the DDL, the Arrow batches and the reads; the schema
+version written into every store and checked each time one is opened.
+
+A store written by another schema version is refused at open with one line naming both versions and what to do
+(there is no migration yet: the store is rebuilt from the trace files, which stay the source of truth).
+
+- v3: units, atomic data, results, pipeline state.
+- v4: `atomic_data.rater` (`primary` | `audit:<model-id>`), part of the datum's key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from agent_factory.errors import StoreError
+
+SCHEMA_VERSION = 4
+DEFAULT_MEMORY = "512MB"
+"""DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
+READ_MEMORY = "128MB"
+"""DuckDB's memory limit while analyses read their rows (`Store.memory_capped`)."""
+DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
+
+_TS = pa.timestamp("us", tz="UTC")
+
+# Column name -> (DuckDB type, Arrow type). One table definition drives DDL, Arrow batches and reads.
+SPAN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "trace_id": ("VARCHAR NOT NULL", pa.string()),
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "parent_id": ("VARCHAR", pa.string()),
+    "seq": ("INTEGER", pa.int32()),
+    "kind": ("VARCHAR", pa.string()),
+    "name": ("VARCHAR", pa.string()),
+    "input": ("VARCHAR", pa.string()),
+    "output": ("VARCHAR", pa.string()),
+    "status": ("VARCHAR", pa.string()),
+    "error": ("VARCHAR", pa.string()),
+    "start_time": ("TIMESTAMPTZ", _TS),
+    "end_time": ("TIMESTAMPTZ", _TS),
+    "duration_ms": ("DOUBLE", pa.float64()),
+    "model": ("VARCHAR", pa.string()),
+    "tokens_in": ("BIGINT", pa.int64()),
+    "tokens_out": ("BIGINT", pa.int64()),
+    "tokens_total": ("BIGINT", pa.int64()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+    # The turn the span belongs to: its trace's turn, or a turn of several client-only call traces.
+    "turn_id": ("VARCHAR", pa.string()),
+}
+TURN_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "conversation_id": ("VARCHAR NOT NULL", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "idx": ("INTEGER", pa.int32()),
+    "request": ("VARCHAR", pa.string()),
+    "answer": ("VARCHAR", pa.string()),
+    "mode": ("VARCHAR", pa.string()),
+    "delivery": ("VARCHAR", pa.string()),
+    "start_time": ("TIMESTAMPTZ", _TS),
+    "end_time": ("TIMESTAMPTZ", _TS),
+    "latency_ms": ("DOUBLE", pa.float64()),
+    "n_spans": ("INTEGER", pa.int32()),
+    "attributes": ("VARCHAR", pa.string()),
+    "segment": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+CONVERSATION_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+EVENT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "id": ("VARCHAR NOT NULL", pa.string()),
+    "kind": ("VARCHAR", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "conversation_id": ("VARCHAR", pa.string()),
+    "time": ("TIMESTAMPTZ", _TS),
+    "value": ("VARCHAR", pa.string()),
+    "attributes": ("VARCHAR", pa.string()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+PROVENANCE_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "turn_id": ("VARCHAR NOT NULL", pa.string()),
+    "segment": ("VARCHAR", pa.string()),
+    "record": ("VARCHAR", pa.string()),
+    "complete": ("BOOLEAN", pa.bool_()),
+    "injections": ("INTEGER", pa.int32()),
+    "source_id": ("VARCHAR", pa.string()),
+}
+QUARANTINE_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "source_id": ("VARCHAR", pa.string()),
+    "path": ("VARCHAR", pa.string()),
+    "location": ("VARCHAR", pa.string()),
+    "field": ("VARCHAR", pa.string()),
+    "message": ("VARCHAR", pa.string()),
+}
+DATUM_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "unit_id": ("VARCHAR NOT NULL", pa.string()),
+    "item": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR", pa.string()),
+    "item_version": ("VARCHAR", pa.string()),
+    "value": ("VARCHAR", pa.string()),
+    "fact": ("VARCHAR", pa.string()),
+    "reason": ("VARCHAR", pa.string()),
+    "evidence": ("VARCHAR", pa.string()),
+    "tier": ("VARCHAR", pa.string()),
+    "collector": ("VARCHAR", pa.string()),
+    "family": ("VARCHAR", pa.string()),
+    "collector_version": ("VARCHAR", pa.string()),
+    "tokens": ("BIGINT", pa.int64()),
+    "cost_usd": ("DOUBLE", pa.float64()),
+    "coverage": ("DOUBLE", pa.float64()),
+    "key": ("VARCHAR", pa.string()),
+    "run_id": ("VARCHAR", pa.string()),
+    # `primary` (the suite's cascade) or `audit:<model-id>`: part of the key, so a second rater's datum of a
+    # (unit, item) sits beside the first instead of replacing it. Last, so positional readers of v3 rows still
+    # find every other column where it was.
+    "rater": ("VARCHAR NOT NULL", pa.string()),
+}
+RESULT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "component": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR", pa.string()),
+    "metric": ("VARCHAR NOT NULL", pa.string()),
+    "stratum": ("VARCHAR", pa.string()),
+    "unit_id": ("VARCHAR", pa.string()),
+    "value": ("VARCHAR", pa.string()),
+    "low": ("DOUBLE", pa.float64()),
+    "high": ("DOUBLE", pa.float64()),
+    "n": ("BIGINT", pa.int64()),
+    "note": ("VARCHAR", pa.string()),
+    "analysis": ("VARCHAR", pa.string()),
+    "analysis_version": ("VARCHAR", pa.string()),
+    "run_id": ("VARCHAR", pa.string()),
+}
+UNIT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
+    "unit_id": ("VARCHAR NOT NULL", pa.string()),
+    "layer": ("VARCHAR NOT NULL", pa.string()),
+    "user_key": ("VARCHAR", pa.string()),
+    "user_id": ("VARCHAR", pa.string()),
+    "conversation_id": ("VARCHAR", pa.string()),
+    "idx": ("INTEGER", pa.int32()),
+    "start_epoch": ("DOUBLE", pa.float64()),
+    "end_epoch": ("DOUBLE", pa.float64()),
+    "mode": ("VARCHAR", pa.string()),
+    "analysed": ("BOOLEAN", pa.bool_()),
+    "run_id": ("VARCHAR", pa.string()),
+}
+# Table -> (columns, key columns). Keys are enforced by the writes below, not by PRIMARY KEY constraints:
+# DuckDB keeps constraint indexes (ART) in memory, so they would make ingest memory grow with the records.
+TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = {
+    "spans": (SPAN_COLUMNS, ("trace_id", "id")),
+    "turns": (TURN_COLUMNS, ("id",)),
+    "conversations": (CONVERSATION_COLUMNS, ("id",)),
+    "events": (EVENT_COLUMNS, ("id",)),
+    "provenance": (PROVENANCE_COLUMNS, ("turn_id",)),
+    "quarantine": (QUARANTINE_COLUMNS, ()),
+    "atomic_data": (DATUM_COLUMNS, ("unit_id", "item", "rater")),
+    "results": (RESULT_COLUMNS, ()),
+    # The units a run collected (what analyses read besides the data, and which user owns each unit).
+    "units": (UNIT_COLUMNS, ("unit_id", "layer")),
+}
+# Tables holding rows of an input file (column source_id), and the staging table of spans awaiting assembly.
+SOURCE_TABLES = ("spans", "turns", "conversations", "events", "provenance", "quarantine", "staged_spans")
+# Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the
+# others the first write of a key wins and later ones are skipped.
+REPLACE_ON_CONFLICT = {"atomic_data", "units"}
+
+
+def create_meta(con: duckdb.DuckDBPyConnection) -> None:
+    """The `meta` table, stamped with this schema version when the store is new."""
+    con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
+
+
+def stored_version(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The schema version a store says it was written with; None when it has no `meta` table."""
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except duckdb.Error:
+        return None  # no meta table: an empty file opened read-only, or not a store
+    return row[0] if row else None
+
+
+def check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a store written with another schema: one line naming both versions and what to do."""
+    found = stored_version(con)
+    if found != str(SCHEMA_VERSION):
+        con.close()
+        what = f"was written with schema v{found}" if found is not None else "has no schema version (not a store?)"
+        raise StoreError(f"{path}: the store {what}, this version reads and writes v{SCHEMA_VERSION}; "
+                         "remove it (or pass another --store) and ingest again")
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Every table of this schema version, where missing."""
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS runs (run_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ,"
+        " finished_at TIMESTAMPTZ, report VARCHAR)"
+    )
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS sources (source_id VARCHAR PRIMARY KEY, path VARCHAR, format VARCHAR,"
+        " ingested_at TIMESTAMPTZ, read INTEGER, accepted INTEGER, quarantined INTEGER)"
+    )
+    for table, (cols, _keys) in TABLES.items():
+        body = ", ".join(f"{name} {typ}" for name, (typ, _) in cols.items())
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")
+    # The last complete run's pipeline fingerprints and the files it saw (store.pipeline).
+    con.execute("CREATE TABLE IF NOT EXISTS pipeline_nodes (node VARCHAR, fp VARCHAR, run_id VARCHAR)")
+    con.execute("CREATE TABLE IF NOT EXISTS pipeline_sources (source_id VARCHAR)")
+    staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
+    con.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
