@@ -1,6 +1,6 @@
 """The project's one exception tree. Part of the kernel (`agent_factory.errors`, `.frozen`, `.digest`,
-`.plugins`), which sits below every layer (adapters <- knowledge_packs <- evaluators <- factory) and imports
-none of them.
+`.validation`, `.plugins`), which sits below every layer (adapters <- knowledge_packs <- evaluators <- factory)
+and imports none of them.
 
     AgentFactoryError            root: anything this project raises on purpose
     ├── SpecError                the user's input is wrong: a spec, pack, config, option or file format
