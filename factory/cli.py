@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import agent_factory
 from agent_factory.adapters.base import adapter_names, get_adapter
 from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
 from agent_factory.errors import AgentFactoryError, SpecError
@@ -297,7 +299,7 @@ UnapprovedOpt = Annotated[
 
 def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pack: str | None,
             config: Path | None, cache_dir: Path | None, unapproved: bool, concurrency: int = 8,
-            full: bool = False) -> Any:
+            full: bool = False, started: float | None = None) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
     is closed with `stack`."""
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
@@ -323,7 +325,7 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
         budget=Budget(cfg.budget), templates=template_dir(chosen.files),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
-                  full=full)
+                  full=full, started=started)
 
 
 def _value_text(v: Any, m: dict[str, Any]) -> str:
@@ -367,12 +369,13 @@ def run(
     unit; only the analyses that read changed data rerun; results are merged into the store. Unchanged
     inputs: nothing is collected or analysed. --full walks every unit again (through the cache).
     """
+    started = _command_start()
     if not store.exists():
         raise fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
         with Store(store) as st, ExitStack() as stack:
             runner = _runner(st, store, stack=stack, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
-                             unapproved=unapproved, concurrency=concurrency, full=full)
+                             unapproved=unapproved, concurrency=concurrency, full=full, started=started)
             with _progress(quiet=as_json) as progress:
                 task = progress.add_task("evaluating users", total=runner.users_to_visit())
                 runner.progress = lambda done: progress.update(task, completed=done)
@@ -496,8 +499,23 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     )
 
 
+_entry_started: float | None = None
+"""Set by `main()`: when the process began importing the package (`agent_factory.IMPORTED_AT`)."""
+
+
+def _command_start() -> float:
+    """When the current command began, for the wall time it reports: the process's import of this module when
+    the command came through `main()` (the console script and `python -m` import it just before), else now (a
+    command invoked in-process, as tests do)."""
+    global _entry_started
+    start, _entry_started = _entry_started, None
+    return start if start is not None else time.perf_counter()
+
+
 def main() -> None:  # pragma: no cover - console entry
     """The console entry point, `agent-factory`."""
+    global _entry_started
+    _entry_started = agent_factory.IMPORTED_AT
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     app()
 

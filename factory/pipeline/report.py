@@ -13,7 +13,8 @@ class RunReport(Frozen):
     run_id: str
     """Id of the run (results and data rows it wrote carry it)."""
     seconds: float
-    """Wall time."""
+    """Wall time of the run: from the command's start (for `agent-factory run`, imports, suite loading and
+    planning included; for a `Runner` built in code, from its construction) to the report."""
     plan: dict[str, Any]
     """What the pipeline found changed since the last complete run and therefore recomputed: `trigger`
     (first run / full / new traces / suite change / nothing changed), users visited of all, definitions
