@@ -17,7 +17,7 @@ from agent_factory.evaluators.core import EngagementView
 from agent_factory.evaluators.kernel import UserUnits
 from agent_factory.factory.store import Store
 
-__all__ = ["UserUnits", "build_conversations", "engagement_view", "group_user_units", "iter_user_units", "user_key"]
+__all__ = ["build_conversations", "engagement_view", "group_user_units", "iter_user_units", "user_key"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ import networkx as nx
 
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import Dirty, TracesState, dirty
-from agent_factory.factory.pipeline.state import all_user_keys, load_previous, users_touched
 from agent_factory.factory.store import Store
+from agent_factory.factory.store.pipeline import all_user_keys, load_previous, users_touched
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What the pipeline keeps in the store between runs, and the queries that turn a change into work (all SQL of
-the `factory.store` package; `factory.pipeline.state` re-exports these for the pipeline).
+the `factory.store` package).
 
 - `pipeline_nodes`: the fingerprints of the last *complete* run (written last, in one transaction, so a killed
   run leaves the previous state and the next run redoes what it had not finished);
