@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from agent_factory.adapters.model import Conversation, EvidencePointer, Turn
+from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.core import (
     Analysis,
     AtomicDatum,
@@ -26,6 +26,7 @@ from agent_factory.evaluators.core import (
     SpanView,
     UnitRow,
 )
+from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.model import PRIMARY_RATER
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -36,7 +37,8 @@ Definitions = Mapping[Layer, Mapping[str, Sequence[DataDefinition]]]
 
 
 class Collector(Protocol):
-    """What the kernel needs of a collector (evaluators.collect.Cascade is one)."""
+    """What the kernel needs of a collector (evaluators.collect.Cascade is one): one unit at a time. A collector
+    that also has `collect_units` (as `Cascade` does) is handed a layer's units at once instead (`BatchCollector`)."""
 
     def collect(
         self, *, unit_id: str, layer: Layer, unit: Any, definitions: Sequence[DataDefinition],
@@ -44,6 +46,34 @@ class Collector(Protocol):
         context: EngagementView | None = None,
     ) -> Awaitable[list[AtomicDatum]]:
         """Collect `definitions` over one unit: one datum per definition."""
+
+
+class BatchCollector(Collector, Protocol):
+    """A collector that takes a batch of units of one layer and answers in columns (rules a column at a time)."""
+
+    def collect_units(
+        self, *, layer: Layer, units: Sequence[UnitInput], definitions: Sequence[DataDefinition],
+        pack: KnowledgePack, context: EngagementView | None = None,
+    ) -> Awaitable[DataColumns]:
+        """Collect `definitions` over every unit of `units`: one datum per unit and definition."""
+
+
+async def collect_units(
+    collector: Collector, *, layer: Layer, units: Sequence[UnitInput], definitions: Sequence[DataDefinition],
+    pack: KnowledgePack, context: EngagementView | None = None,
+) -> DataColumns:
+    """`definitions` over `units` through `collector`: in one batch when its class has `collect_units`, else a
+    unit at a time (concurrently), as a collector written for the one-unit protocol expects."""
+    if getattr(type(collector), "collect_units", None) is not None:
+        batch = cast(BatchCollector, collector)
+        return await batch.collect_units(layer=layer, units=units, definitions=definitions, pack=pack,
+                                         context=context)
+    out = DataColumns()
+    for data in await asyncio.gather(*(collector.collect(
+            unit_id=u.unit_id, layer=layer, unit=u.unit, definitions=definitions, pack=pack,
+            injection_ranges=u.injection_ranges, context=context) for u in units)):
+        out.add_data(data)
+    return out
 
 
 @dataclass(frozen=True)
@@ -98,102 +128,117 @@ class UnitRecord:
     """False for turns of excluded traffic (seen by the components that count them only)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class DatumBatch:
-    """One user's collection: the units visited and their atomic data, in the order collection finished."""
+    """One user's collection (or a part of it): the units visited and their atomic data, as columns."""
 
     user_key: str
     units: tuple[UnitRecord, ...]
-    data: tuple[AtomicDatum, ...]
+    columns: DataColumns
+
+    def __init__(self, *, user_key: str, units: tuple[UnitRecord, ...], data: Iterable[AtomicDatum] = (),
+                 columns: DataColumns | None = None) -> None:
+        cols = columns if columns is not None else DataColumns()
+        if data:
+            cols.add_data(data)
+        object.__setattr__(self, "user_key", user_key)
+        object.__setattr__(self, "units", units)
+        object.__setattr__(self, "columns", cols)
+
+    @property
+    def data(self) -> tuple[AtomicDatum, ...]:
+        """The data as `AtomicDatum` objects (built on each call: the store reads the columns)."""
+        return self.columns.data()
 
 
 UnitSink = Callable[[DatumBatch], None]
-"""Takes each unit's data as soon as it is collected (one unit per batch)."""
+"""Takes each layer's data of a user as soon as they are collected."""
 
 
 @dataclass
-class _UserCollection:
-    plan: CollectPlan
-    defs: Definitions
-    collector: Collector
-    user_key: str
-    on_unit: UnitSink | None = None
-    units: list[UnitRecord] = field(default_factory=list)
-    data: list[AtomicDatum] = field(default_factory=list)
+class _Group:
+    """Units of one layer of one user, collected together: their inputs and the records analyses read."""
 
-    async def unit(self, unit_id: str, layer: Layer, unit: Any, *, only: frozenset[str] | None = None,
-                   injections: Sequence[EvidencePointer] = (),
-                   context: EngagementView | None = None) -> tuple[AtomicDatum, ...]:
-        out: list[AtomicDatum] = []
-        for component, ds in self.defs.get(layer, {}).items():
-            if only is not None and component not in only:
-                continue
-            out.extend(await self.collector.collect(
-                unit_id=unit_id, layer=layer, unit=unit, definitions=ds, pack=self.plan.pack,
-                injection_ranges=injections, context=context,
-            ))
-        return tuple(out)
+    layer: Layer
+    only: frozenset[str] | None
+    """The components whose definitions apply (None: every component)."""
+    context: EngagementView | None = None
+    inputs: list[UnitInput] = field(default_factory=list)
+    records: list[UnitRecord] = field(default_factory=list)
 
-    def keep(self, data: tuple[AtomicDatum, ...], unit_id: str, layer: Layer, *, user: str | None,
-             conv: str | None, index: int, start: datetime | None, end: datetime | None, mode: str | None,
-             analysed: bool = True) -> None:
-        """A visited unit with its data: handed on at once (`on_unit`), or kept for the user's batch."""
-        rec = UnitRecord(unit_id=unit_id, layer=layer, user_key=self.user_key, user_id=user, conversation_id=conv,
-                         index=index, start=start, end=end, mode=mode, analysed=analysed)
-        if self.on_unit is not None:
-            self.on_unit(DatumBatch(user_key=self.user_key, units=(rec,), data=data))
-        else:
-            self.units.append(rec)
-            self.data.extend(data)
 
-    def flags(self, turns: Iterable[Turn]) -> tuple[EvidencePointer, ...]:
-        return tuple(p for t in turns for p in self.plan.injections.get(t.id, ()))
+def _groups(u: UserUnits, plan: CollectPlan, defs: Definitions) -> list[_Group]:
+    """The user's units by layer: excluded turns (for the components that count them), real turns, their spans,
+    conversations and the engagement."""
+    key = u.user_key
 
-    async def turn(self, turn: Turn, *, real: bool) -> None:
-        # Excluded traffic is seen by the components that count it only; everything else reads real traffic.
-        only = None if real else self.plan.all_segments
-        flags = self.flags((turn,))
-        if data := await self.unit(turn.id, "trace", turn, only=only, injections=flags):
-            self.keep(data, turn.id, "trace", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                      start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
-        if not real or not self.defs.get("span"):
-            return
-        for span in turn.spans:
-            if data := await self.unit(span.id, "span", SpanView(span=span, turn=turn), injections=flags):
-                self.keep(data, span.id, "span", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                          start=span.start, end=span.end, mode=turn.mode)
+    def flags(turns: Iterable[Turn]) -> tuple[EvidencePointer, ...]:
+        return tuple(p for t in turns for p in plan.injections.get(t.id, ()))
 
-    async def conversation(self, conv: Conversation, view: EngagementView) -> None:
-        if data := await self.unit(conv.id, "conversation", conv, context=view, injections=self.flags(conv.turns)):
+    def turn_record(t: Turn, *, analysed: bool) -> UnitRecord:
+        return UnitRecord(unit_id=t.id, layer="trace", user_key=key, user_id=t.user_id,
+                          conversation_id=t.conversation_id, index=t.index, start=t.start, end=t.end, mode=t.mode,
+                          analysed=analysed)
+
+    # Excluded traffic is seen by the components that count it only; everything else reads real traffic.
+    excluded = _Group("trace", plan.all_segments)
+    for t in u.excluded:
+        excluded.inputs.append(UnitInput(t.id, t, flags((t,))))
+        excluded.records.append(turn_record(t, analysed=False))
+    turns, spans = _Group("trace", None), _Group("span", None)
+    convs = _Group("conversation", None, context=u.view)
+    eng = _Group("engagement", None)
+    if u.view is not None:
+        for conv in u.view.conversations:
+            for t in conv.turns:
+                f = flags((t,))
+                turns.inputs.append(UnitInput(t.id, t, f))
+                turns.records.append(turn_record(t, analysed=True))
+                if defs.get("span"):
+                    for span in t.spans:
+                        spans.inputs.append(UnitInput(span.id, SpanView(span=span, turn=t), f))
+                        spans.records.append(UnitRecord(
+                            unit_id=span.id, layer="span", user_key=key, user_id=t.user_id,
+                            conversation_id=t.conversation_id, index=t.index, start=span.start, end=span.end,
+                            mode=t.mode))
             first = conv.turns[0] if conv.turns else None
-            self.keep(data, conv.id, "conversation", user=conv.user_id, conv=conv.id, index=0, start=conv.start,
-                      end=conv.end, mode=first.mode if first else None)
-
-    async def engagement(self, view: EngagementView) -> None:
-        eng = view.engagement
-        flags = self.flags(t for conv in view.conversations for t in conv.turns)
-        if data := await self.unit(eng.id, "engagement", view, injections=flags):
-            self.keep(data, eng.id, "engagement", user=eng.user_id, conv=None, index=0, start=eng.window_start,
-                      end=eng.window_end, mode=None)
+            convs.inputs.append(UnitInput(conv.id, conv, flags(conv.turns)))
+            convs.records.append(UnitRecord(
+                unit_id=conv.id, layer="conversation", user_key=key, user_id=conv.user_id, conversation_id=conv.id,
+                index=0, start=conv.start, end=conv.end, mode=first.mode if first else None))
+        e = u.view.engagement
+        eng.inputs.append(UnitInput(e.id, u.view, flags(t for c in u.view.conversations for t in c.turns)))
+        eng.records.append(UnitRecord(unit_id=e.id, layer="engagement", user_key=key, user_id=e.user_id,
+                                      conversation_id=None, index=0, start=e.window_start, end=e.window_end,
+                                      mode=None))
+    return [g for g in (excluded, turns, spans, convs, eng) if g.inputs]
 
 
 async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *,
                        on_unit: UnitSink | None = None) -> DatumBatch:
-    """Collect one user's units (their turns, spans, conversations and engagement concurrently): the user's
-    batch, or, with `on_unit`, each unit's data handed on as soon as it is collected (memory then holds no
-    user's data, only the unit in flight) and an empty batch returned."""
+    """Collect one user's units, a layer at a time (each layer's units in one batch, the layers concurrently):
+    the user's batch, or, with `on_unit`, each layer's data handed on as soon as they are collected (memory then
+    holds no user's data beyond the layers in flight) and an empty batch returned."""
     defs = plan.for_user(u.user_key)
     if defs is None:
-        return DatumBatch(user_key=u.user_key, units=(), data=())
-    c = _UserCollection(plan=plan, defs=defs, collector=collector, user_key=u.user_key, on_unit=on_unit)
-    tasks = [c.turn(t, real=False) for t in u.excluded]
-    if u.view is not None:
-        for conv in u.view.conversations:
-            tasks += [c.turn(t, real=True) for t in conv.turns]
-            tasks.append(c.conversation(conv, u.view))
-        tasks.append(c.engagement(u.view))
-    await asyncio.gather(*tasks)
-    return DatumBatch(user_key=u.user_key, units=tuple(c.units), data=tuple(c.data))
+        return DatumBatch(user_key=u.user_key, units=())
+    units: list[UnitRecord] = []
+    data = DataColumns()
+
+    async def group(g: _Group) -> None:
+        ds = [d for comp, cds in defs.get(g.layer, {}).items() if g.only is None or comp in g.only for d in cds]
+        if not ds:
+            return
+        cols = await collect_units(collector, layer=g.layer, units=g.inputs, definitions=ds, pack=plan.pack,
+                                   context=g.context)
+        if on_unit is not None:
+            on_unit(DatumBatch(user_key=u.user_key, units=tuple(g.records), columns=cols))
+        else:
+            units.extend(g.records)
+            data.extend(cols)
+
+    await asyncio.gather(*(group(g) for g in _groups(u, plan, defs)))
+    return DatumBatch(user_key=u.user_key, units=tuple(units), columns=data)
 
 
 def collect(units: Iterable[UserUnits], plan: CollectPlan, collector: Collector) -> Iterator[DatumBatch]:
@@ -234,7 +279,7 @@ def observations(batches: Iterable[DatumBatch], *, items: Iterable[str], horizon
             if u.analysed or all_segments:
                 units[(u.layer, u.unit_id)] = UnitRow(u.unit_id, u.layer, u.user_id, u.conversation_id, u.index,
                                                       _epoch(u.start), _epoch(u.end), u.mode, {}, {})
-        data.extend(d for d in b.data if d.item in wanted and d.rater == rater)
+        data.extend(d for d in b.columns.iter_data() if d.item in wanted and d.rater == rater)
     for d in data:
         row = units.get((d.layer, d.unit_id))
         if row is None:

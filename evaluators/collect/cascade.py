@@ -2,10 +2,11 @@
 rules abstain, a cross-family jury when unsure.
 
 For one unit and its definitions (DESIGN.md section 5):
-(a) each definition's cached datum is reused when its key is unchanged (looked up once per key family, before
-    the family's first tier: rule keys for the rule tier, model keys for the model tiers);
-(b) its `applies_when` rule may make it not_applicable;
-(c) its rule collects it, or abstains;
+(a) its `applies_when` rule may make it not_applicable;
+(b) its rule collects it, or abstains (rules run a definition at a time over a batch of units, `collect_units`,
+    and are never cached: recomputing a rule is cheaper than looking it up);
+(c) a model-tier item's cached answer is reused when its key is unchanged (looked up once, before the first
+    model tier);
 (d) every remaining model-tier item of the unit goes to the small model in ONE structured call;
 (e) items answered with confidence under `escalate_below`, or demanding a jury, go to each juror in one call
     per juror; the jury's reducer (majority by default) decides, no decision is uncollected ("jury split");
@@ -14,13 +15,14 @@ For one unit and its definitions (DESIGN.md section 5):
 A second rater is a second collector: `Cascade(tiers=[ModelTier(other)], rater=audit_rater(other))` over a
 sample of units; its data carry its rater, and its keys differ from the primary's, whose keys do not move.
 
-Every datum is cached, except uncollected ones a rerun could fix (no model configured, budget, model errors);
-a unit's data are written together when the unit is done, and every model answer the moment it arrives, so a
-killed run repeats no answered call and ends with the same data.
+Only model answers are cached: never rule data, nor uncollected data a rerun could fix (no model configured,
+budget, model errors). A unit's data are written together when the unit is done, and every model answer the
+moment it arrives, so a killed run repeats no answered call and ends with the same data.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,7 +33,7 @@ from agent_factory.adapters.model import EvidencePointer
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.backends import BackendFactory
 from agent_factory.evaluators.collect.budget import Budget
-from agent_factory.evaluators.collect.cache import DatumCache, context_digest, unit_digest
+from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.caller import ModelCaller
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, check_jury
 from agent_factory.evaluators.collect.keys import CollectorKeys
@@ -48,6 +50,7 @@ from agent_factory.evaluators.collect.tiers import (
     UnitJob,
     unit_datum,
 )
+from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier
 from agent_factory.evaluators.core.registry import EngagementView
 from agent_factory.knowledge_packs import KnowledgePack
@@ -200,12 +203,84 @@ class Cascade:
         return datum
 
     def _store(self, fresh: Sequence[AtomicDatum]) -> None:
-        """Cache a unit's new data at once, except uncollected data a rerun could collect."""
-        keep = [d for d in fresh if d.key and not (d.value == "uncollected" and is_transient(d.reason))]
+        """Cache a unit's new model answers at once (not rule data, nor data no model was asked for, nor
+        uncollected data a rerun could collect)."""
+        keep = [d for d in fresh if d.key and d.collector.tier != "rule"
+                and not (d.value == "uncollected" and is_transient(d.reason))]
         if keep:
             self.cache.put_data(keep)
 
+    def _count_columns(self, cols: DataColumns, start: int) -> None:
+        """Count the data appended to `cols` from row `start` on (none of them reused)."""
+        for tier, value, reason in zip(cols.tier[start:], cols.value[start:], cols.reason[start:], strict=True):
+            if value == "uncollected":
+                self._counts.uncollected[reason_category(reason or "")] += 1
+            else:
+                self._counts.collected[tier] += 1
+
     # ---- the composition ------------------------------------------------------------------------
+
+    async def collect_units(
+        self,
+        *,
+        layer: Layer,
+        units: Sequence[UnitInput],
+        definitions: Sequence[DataDefinition],
+        pack: KnowledgePack,
+        context: EngagementView | None = None,
+    ) -> DataColumns:
+        """Every definition on every unit of one layer (one user's: `context` is their window), as columns.
+
+        The leading rule tiers decide a definition at a time over all the units; what they leave goes, unit by
+        unit and concurrently, to the model tiers (all of a unit's items in one call per tier)."""
+        for d in definitions:
+            if d.layer != layer:
+                raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} units")
+        out = DataColumns()
+        left: list[list[Pending]] = [[] for _ in units]
+        families = self._families
+        if families and families[0][0] == "rule" and all(isinstance(t, RuleTier) for t in families[0][1]):
+            rule_tiers: tuple[RuleTier, ...] = families[0][1]  # type: ignore[assignment]
+            families = families[1:]
+            for i, d in enumerate(definitions):
+                todo = list(range(len(units)))
+                for t in rule_tiers:
+                    if todo and t.accepts(d):
+                        chosen = [units[k] for k in todo]
+                        kept = t.decide_columns(d, chosen, keys=self.keys, rater=self.rater, layer=layer, pack=pack,
+                                                context=context, out=out)
+                        todo = [todo[k] for k in kept]
+                for k in todo:
+                    left[k].append(Pending(i, d))
+            self._count_columns(out, 0)
+        else:
+            for k in range(len(units)):
+                left[k] = [Pending(i, d) for i, d in enumerate(definitions)]
+        if not any(left):
+            return out
+        if not families:
+            self._no_model(out, layer, units, left)
+            return out
+        jobs = [(UnitJob(unit_id=u.unit_id, layer=layer, unit=u.unit, pack=pack,
+                         injection_ranges=u.injection_ranges, context=context), ps)
+                for u, ps in zip(units, left, strict=True) if ps]
+        for data in await asyncio.gather(*(self._through(families, job, ps) for job, ps in jobs)):
+            out.add_data(data)
+        return out
+
+    def _no_model(self, out: DataColumns, layer: Layer, units: Sequence[UnitInput], left: list[list[Pending]]) -> None:
+        """What no tier of this collector can take: uncollected, a definition at a time."""
+        by_def: dict[int, tuple[DataDefinition, list[str]]] = {}
+        for u, ps in zip(units, left, strict=True):
+            for p in ps:
+                by_def.setdefault(p.index, (p.definition, []))[1].append(u.unit_id)
+        for _i, (d, ids) in sorted(by_def.items()):
+            model_tiers = [t for t in d.tiers if t != "rule"]
+            tier: Tier = model_tiers[0] if model_tiers else "small_model"
+            out.add_column(layer=layer, item=d.id, item_version=d.version, collector=self.keys.model_identity(tier),
+                           rater=self.rater, unit_ids=ids, values=["uncollected"] * len(ids), facts=[None] * len(ids),
+                           reasons=[NO_MODEL] * len(ids), evidence=[()] * len(ids))
+            self._counts.uncollected[NO_MODEL] += len(ids)
 
     async def collect(
         self,
@@ -218,18 +293,20 @@ class Cascade:
         injection_ranges: Sequence[EvidencePointer] = (),
         context: EngagementView | None = None,
     ) -> list[AtomicDatum]:
-        """One datum per definition, in order. `context` is the user's window, for rules (Results) that judge a
-        session by what followed it; it enters the rule items' cache keys."""
-        for d in definitions:
-            if d.layer != layer:
-                raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} {unit_id}")
-        job = UnitJob(unit_id=unit_id, layer=layer, unit=unit, pack=pack, injection_ranges=injection_ranges,
-                      context=context)
+        """One datum per definition, in order: `collect_units` over this one unit. `context` is the user's window,
+        for rules (Results) that judge a session by what followed it."""
+        cols = await self.collect_units(layer=layer, units=(UnitInput(unit_id, unit, injection_ranges),),
+                                        definitions=definitions, pack=pack, context=context)
+        order = {d.id: i for i, d in reversed(list(enumerate(definitions)))}
+        return sorted(cols.iter_data(), key=lambda x: order[x.item])
+
+    async def _through(
+        self, families: Sequence[tuple[KeyFamily, tuple[CollectorTier, ...]]], job: UnitJob, undecided: list[Pending],
+    ) -> list[AtomicDatum]:
+        """The items of one unit the leading rule tiers left, through the remaining tiers: one datum each."""
         out: dict[int, AtomicDatum] = {}
         reused: set[int] = set()
-        undecided = [Pending(i, d) for i, d in enumerate(definitions)]
-        digest: list[str] = []  # the unit's digest, computed once and only if a rule-family key needs it
-        for family, group in self._families:
+        for family, group in families:
             entering: list[Pending] = []
             passed: list[Pending] = []
             for p in undecided:
@@ -239,14 +316,16 @@ class Cascade:
                 else:
                     passed.append(p)
                     continue
-                keyed = self._enter(family, group, job, p, digest)
-                if isinstance(keyed, Pending):
+                keyed = self._enter(family, group, job, p)
+                if isinstance(keyed, Pending) and family == "model":
                     hit = self.cache.get_datum(keyed.key)
                     if hit is None:
                         entering.append(keyed)
                         continue
                     out[p.index] = self._record(hit, reused=True)
                     reused.add(p.index)
+                elif isinstance(keyed, Pending):
+                    entering.append(keyed)
                 else:
                     out[p.index] = self._record(keyed)
             left = await self._run_group(group, job, entering, out) if entering else []
@@ -257,18 +336,16 @@ class Cascade:
             out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
                                                    collector=self.keys.model_identity(tier)))
         self._store([d for i, d in out.items() if i not in reused])
-        return [out[i] for i in range(len(definitions))]
+        return [out[i] for i in sorted(out)]
 
     def _enter(
-        self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, p: Pending, digest: list[str],
+        self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, p: Pending,
     ) -> Pending | AtomicDatum:
         """The item keyed for this family (with its evidence for the model family), or the datum saying why no
         tier of the family can collect it."""
         d = p.definition
         if family == "rule":
-            if not digest:
-                digest.append(unit_digest(job.unit) + (context_digest(job.context) if job.context is not None else ""))
-            return Pending(p.index, d, key=self.keys.rule_key(d, job.pack, digest[0]))
+            return p
         if d.demands_jury and not any(t.kind == "jury" and t.accepts(d) for t in group):
             return unit_datum(job, self.rater, p, value="uncollected", reason=NO_JURY,
                               collector=self.keys.model_identity("jury"))

@@ -7,9 +7,10 @@ collector is a composition of tiers (`Cascade(tiers=[RuleTier(), ModelTier(small
 inspect_ai composes scorers (`multi_scorer(scorers, reducer)`): a second rater is a second composition over a
 sample, not a special case, and a human tier is one more implementation of the protocol.
 
-Each tier's data carry the cache key of its `family`: `rule` keys cover the whole unit and the pack, `model`
-keys the projected evidence and the models (keys.py). The composition looks a family's keys up once, before
-the first tier of that family, so tiers of one family share one key.
+A tier's `family` says what its data are keyed by. `model` data carry k = hash(v || hash(pi(x))) over the
+projected evidence and the models (keys.py), looked up in the cache once before the family's first tier, so
+tiers of one family share one key. `rule` data carry no key and are never cached: a rule is cheaper to
+recompute than to look up, and its data live in the store with their definition's version.
 """
 
 from __future__ import annotations
@@ -19,20 +20,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from agent_factory.adapters.model import EvidencePointer
-from agent_factory.errors import SpecError
 from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.project import ProjectedEvidence
 from agent_factory.evaluators.collect.reasons import RULE_ABSTAINED, RULE_ERROR
 from agent_factory.evaluators.collect.schema import ItemAnswer
-from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier, Value
-from agent_factory.evaluators.core.registry import EngagementView, RuleAnswer, RuleContext, get_rule
+from agent_factory.evaluators.core.columns import VALUES, DataColumns, UnitInput, fact_value
+from agent_factory.evaluators.core.model import (
+    PRIMARY_RATER,
+    AtomicDatum,
+    CollectorIdentity,
+    DataDefinition,
+    Layer,
+    Tier,
+    Value,
+)
+from agent_factory.evaluators.core.registry import EngagementView, RuleContext, rule_outcomes
 from agent_factory.knowledge_packs import KnowledgePack
 
 if TYPE_CHECKING:  # caller.py imports this module (Pending, UnitJob); tiers only name its type
     from agent_factory.evaluators.collect.caller import ModelCaller
 
 KeyFamily = Literal["rule", "model"]
-"""Which cache key a tier's data carry (keys.py: `rule_key` or `model_key`)."""
+"""What a tier's data are keyed by: `rule` (no key, never cached) or `model` (keys.py: `model_key`)."""
 
 
 # The records below are frozen dataclasses, not pydantic models: one is built per item of every unit on the
@@ -75,7 +84,7 @@ class Pending:
     """Position of the definition in the collect call (data come back in that order)."""
     definition: DataDefinition
     key: str = ""
-    """Cache key of the current family ('' before the first family is entered)."""
+    """Cache key of the current family ('' before a model family is entered; rule data have none)."""
     evidence: ProjectedEvidence | None = None
     """The projected evidence (model family only)."""
     opinions: tuple[Opinion, ...] = ()
@@ -138,7 +147,11 @@ class CollectorTier(Protocol):
 
 class RuleTier:
     """Registered rules: the `applies_when` gate (not_applicable), then the definition's rule, which decides or
-    abstains. An abstention is final (uncollected) when the definition allows no model tier."""
+    abstains. An abstention is final (uncollected) when the definition allows no model tier.
+
+    Rules are evaluated a definition at a time over a batch of units (`decide_columns`), their answers appended
+    to columns: no datum object, no cache (a rule is cheaper to recompute than to look up; its data live in the
+    store with their definition's version)."""
 
     kind: Tier = "rule"
     family: KeyFamily = "rule"
@@ -148,44 +161,89 @@ class RuleTier:
         return bool(d.applies_when or (d.rule and "rule" in d.tiers))
 
     async def decide(self, run: TierRun, items: Sequence[Pending]) -> Decisions:
-        """Each item's rule answer, in order (rules are pure and cheap: no await inside)."""
+        """Each item's rule answer on the run's unit (`decide_columns` over a batch of one)."""
         out: dict[int, AtomicDatum | Pending] = {}
+        one = (UnitInput(run.job.unit_id, run.job.unit),)
         for p in items:
-            datum = self.decide_one(run, p)
-            if datum is not None:
-                out[p.index] = datum
+            cols = DataColumns()
+            if not self.decide_columns(p.definition, one, keys=run.keys, rater=run.rater, layer=run.job.layer,
+                                       pack=run.job.pack, context=run.job.context, out=cols):
+                out[p.index] = next(cols.iter_data())
         return out
 
-    def decide_one(self, run: TierRun, p: Pending) -> AtomicDatum | None:
-        """The datum rules decide (not_applicable, a value, or an uncollected abstention), or None to go on."""
-        d = p.definition
-        ctx = RuleContext(pack=run.job.pack, definition=d, engagement=run.job.context)
+    def decide_columns(
+        self, d: DataDefinition, units: Sequence[UnitInput], *, keys: CollectorKeys, rater: str, layer: Layer,
+        pack: KnowledgePack, context: EngagementView | None, out: DataColumns,
+    ) -> list[int]:
+        """Decide `d` over `units` (one layer, one user's `context`): the data rules decide (not_applicable, a
+        value, or an uncollected abstention or crash) are appended to `out`; the positions of the units left
+        undecided, for the model tiers, are returned."""
+        ctx = RuleContext(pack=pack, definition=d, engagement=context)
         has_model_tier = any(t != "rule" for t in d.tiers)
+        todo = list(range(len(units)))
         for name, gate in ((d.applies_when, True), (d.rule if "rule" in d.tiers else None, False)):
-            if name is None:
+            if name is None or not todo:
                 continue
-            ident = run.keys.rule_identity(name)
-            try:
-                # A plain tuple is taken too: a third-party rule may return one.
-                raw: RuleAnswer | tuple[Any, ...] = get_rule(name)(run.job.unit, ctx)
-            except SpecError:
-                raise
-            except Exception as e:  # noqa: BLE001 - one unit's crash must not end the run; it is recorded
-                msg = " ".join(str(e).split())[:200]
-                return run.datum(p, value="uncollected", collector=ident,
-                                 reason=f"{RULE_ERROR}: {name}: {type(e).__name__}: {msg}")
-            answer = raw if isinstance(raw, RuleAnswer) else RuleAnswer(*raw)
-            if gate:
-                if answer.value in ("no", "not_applicable"):
-                    return run.datum(p, value="not_applicable", collector=ident, key=p.key,
-                                     evidence=tuple(answer.evidence), reason=answer.reason or f"{name}: no")
-                continue
-            if answer.value is not None:
-                value: Value = answer.value
-                reason = answer.reason or (f"{name}: uncollected" if value == "uncollected" else None)
-                return run.datum(p, value=value, fact=answer.fact, evidence=tuple(answer.evidence),
-                                 reason=reason, collector=ident, key=p.key)
-            if not has_model_tier:
-                return run.datum(p, value="uncollected", collector=ident, key=p.key,
-                                 reason=RULE_ABSTAINED + (f" ({answer.reason})" if answer.reason else ""))
-        return None
+            col = _Column(d, keys.rule_identity(name), layer=layer, rater=rater)
+            left: list[int] = []
+            outcomes = rule_outcomes(name, [units[k].unit for k in todo], ctx)
+            for k, o in zip(todo, outcomes, strict=True):
+                uid = units[k].unit_id
+                if isinstance(o, Exception):
+                    col.crashed(uid, name, o)
+                elif gate:
+                    if o.value in ("no", "not_applicable"):
+                        col.add(uid, name, "not_applicable", None, o.evidence, o.reason or f"{name}: no")
+                    else:
+                        left.append(k)
+                elif o.value is not None:
+                    col.add(uid, name, o.value, o.fact, o.evidence,
+                            o.reason or (f"{name}: uncollected" if o.value == "uncollected" else None))
+                elif has_model_tier:
+                    left.append(k)
+                else:
+                    col.add(uid, name, "uncollected", None, (),
+                            RULE_ABSTAINED + (f" ({o.reason})" if o.reason else ""))
+            col.write(out)
+            todo = left
+        return todo
+
+
+class _Column:
+    """One definition's data from one rule over a batch, checked as `AtomicDatum` would check them."""
+
+    def __init__(self, d: DataDefinition, ident: CollectorIdentity, *, layer: Layer, rater: str) -> None:
+        self.d, self.ident, self.layer, self.rater = d, ident, layer, rater
+        self.unit_ids: list[str] = []
+        self.values: list[Value] = []
+        self.facts: list[float | str | None] = []
+        self.reasons: list[str | None] = []
+        self.evidence: list[tuple[EvidencePointer, ...]] = []
+
+    def crashed(self, unit_id: str, name: str, e: BaseException) -> None:
+        msg = " ".join(str(e).split())[:200]
+        self._append(unit_id, "uncollected", None, (), f"{RULE_ERROR}: {name}: {type(e).__name__}: {msg}")
+
+    def add(self, unit_id: str, name: str, value: Any, fact: Any, evidence: Any, reason: str | None) -> None:
+        try:
+            if value not in VALUES:
+                raise ValueError(f"returned value {value!r}; valid: {', '.join(sorted(VALUES))}")
+            ev = tuple(evidence)
+            if not all(type(p) is EvidencePointer for p in ev):
+                ev = tuple(EvidencePointer.model_validate(p) for p in ev)
+            self._append(unit_id, value, fact_value(fact), ev, reason)
+        except (ValueError, TypeError) as e:  # pydantic's ValidationError is a ValueError
+            self.crashed(unit_id, name, e)
+
+    def _append(self, unit_id: str, value: Value, fact: float | str | None, evidence: tuple[EvidencePointer, ...],
+                reason: str | None) -> None:
+        self.unit_ids.append(unit_id)
+        self.values.append(value)
+        self.facts.append(fact)
+        self.evidence.append(evidence)
+        self.reasons.append(reason)
+
+    def write(self, out: DataColumns) -> None:
+        out.add_column(layer=self.layer, item=self.d.id, item_version=self.d.version, collector=self.ident,
+                       rater=self.rater, unit_ids=self.unit_ids, values=self.values, facts=self.facts,
+                       reasons=self.reasons, evidence=self.evidence)

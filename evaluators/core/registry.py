@@ -16,6 +16,7 @@ from typing import Any, Literal, NamedTuple, cast
 from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
 from agent_factory.digest import stable_id
+from agent_factory.errors import SpecError
 from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
@@ -64,6 +65,26 @@ class RuleAnswer(NamedTuple):
 
 
 RuleFn = Callable[[Any, RuleContext], RuleAnswer]
+
+
+class RuleColumns(NamedTuple):
+    """A batch rule's answers over a batch of units: one entry per unit in each column, in the units' order.
+    A `None` value abstains for that unit, as `RuleAnswer(None)` does."""
+
+    values: Sequence[Value | None]
+    facts: Sequence[float | str | None] | None = None
+    """None: no unit has a fact."""
+    evidence: Sequence[tuple[EvidencePointer, ...]] | None = None
+    """None: no unit cites evidence."""
+    reasons: Sequence[str | None] | None = None
+    """None: no unit gives a reason."""
+
+
+BatchRuleFn = Callable[[Sequence[Any], RuleContext], RuleColumns]
+"""A rule over a batch of units of one layer (`rule(..., batch=True)`): its answers as columns."""
+
+RuleOutcome = RuleAnswer | Exception
+"""What a rule gave for one unit: its answer, or the exception it raised on that unit."""
 
 
 class UnitRow(NamedTuple):
@@ -170,8 +191,8 @@ plugins.expect("component", lambda o: isinstance(o, ComponentSpec), "a Component
 
 def rule(
     name: str, *, layers: Sequence[Layer] = (), params: Mapping[str, str] | None = None,
-    needs_trigger_tools: bool = False, reads: Sequence[str] = (), summary: str | None = None,
-) -> Callable[[RuleFn], RuleFn]:
+    needs_trigger_tools: bool = False, reads: Sequence[str] = (), summary: str | None = None, batch: bool = False,
+) -> Callable[[Any], Any]:
     """Decorator: register a rule collector under `name` (dotted, component or pack first).
 
     A rule a clause's trigger or obligation may name (`rule:` in a pack, or a compiled spec) declares the
@@ -179,14 +200,56 @@ def rule(
     proposals against them. `params`: the clause parameters it reads (name -> meaning). `needs_trigger_tools`:
     it acts on the calls of the clause trigger's tools, so the trigger must name some. `reads`: the unit fields
     it reads. `summary`: its one-line description for the compiler (default: its docstring's first paragraph).
+    `batch`: the function takes a batch of units of one layer and returns `RuleColumns` (vectorised over the
+    batch) instead of one unit and a `RuleAnswer`; callers go through `rule_outcomes`, which takes either form.
     """
     metadata = {"layers": tuple(layers), "params": dict(params or {}), "needs_trigger_tools": needs_trigger_tools,
-                "reads": tuple(reads), "summary": summary}
+                "reads": tuple(reads), "summary": summary, "batch": batch}
 
-    def deco(fn: RuleFn) -> RuleFn:
+    def deco(fn: Any) -> Any:
         return plugins.register("rule", name, fn, metadata=metadata)
 
     return deco
+
+
+def is_batch_rule(name: str) -> bool:
+    """Whether rule `name` is registered as a batch rule (`rule(..., batch=True)`)."""
+    return bool(plugins.info("rule", name).metadata.get("batch"))
+
+
+def rule_outcomes(name: str, units: Sequence[Any], ctx: RuleContext) -> list[RuleOutcome]:
+    """Rule `name` over a batch of units: each unit's answer, or the exception it raised on that unit (one unit's
+    crash must not end a run; the collector records it). A batch rule that raises fails every unit of the batch.
+    A `SpecError` (the rule names something the suite does not have) is the suite's fault and propagates.
+
+    A unit rule runs once per unit: rules that do not need to see the whole batch stay one-unit functions, and
+    a batch rule (`batch=True`) is one vectorised call."""
+    fn: Any = get_rule(name)
+    if is_batch_rule(name):
+        try:
+            cols: RuleColumns = fn(units, ctx)
+        except SpecError:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded per unit by the collector
+            return [e] * len(units)
+        if len(cols.values) != len(units):
+            err = ValueError(f"batch rule {name} returned {len(cols.values)} values for {len(units)} units")
+            return [err] * len(units)
+        return [RuleAnswer(v, cols.facts[k] if cols.facts is not None else None,
+                           tuple(cols.evidence[k]) if cols.evidence is not None else (),
+                           cols.reasons[k] if cols.reasons is not None else None)
+                for k, v in enumerate(cols.values)]
+    out: list[RuleOutcome] = []
+    for unit in units:
+        try:
+            raw = fn(unit, ctx)
+            # A plain tuple is taken too: a third-party rule may return one.
+            out.append(raw if isinstance(raw, RuleAnswer) else RuleAnswer(*raw))
+        except SpecError:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded per unit by the collector
+            out.append(e)
+    return out
 
 
 def get_rule(name: str) -> RuleFn:

@@ -33,7 +33,7 @@ from agent_factory.factory.pipeline.graph import TracesState, build_graph, descr
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.report import RunReport
 from agent_factory.factory.store import Batch, Store
-from agent_factory.factory.store.data import count_not_written_by, data_counts, datum_row, drop_items
+from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
 from agent_factory.factory.store.pipeline import current_sources, save_state
 from agent_factory.factory.store.results import merge_results, population_metrics, result_row
 from agent_factory.factory.store.runs import record_run
@@ -164,7 +164,7 @@ class Runner:
         self.admitted = {i for i, d in self.by_id.items() if d.admitted}
         self.run_id = uuid.uuid4().hex[:12]
         self.acc = _Acc()
-        self.batch = Batch(store, "atomic_data")
+        self.batch = DataBatch(store, run_id=self.run_id)
         self.unit_batch = Batch(store, "units")
         by_component: dict[str, list[DataDefinition]] = {}
         for i, d in self.by_id.items():
@@ -223,13 +223,15 @@ class Runner:
 
     def persist(self, b: DatumBatch) -> None:
         """Queue one user's units and data for the store, counting what was left uncollected and why."""
-        for d in b.data:
-            if d.value == "uncollected":
+        c = b.columns
+        for k, value in enumerate(c.value):
+            if value == "uncollected":
+                reason = c.reason[k]
                 self.acc.uncollected += 1
-                self.acc.reasons[reason_category(d.reason or "")] += 1
-                if retry_later(d.reason):
-                    self.acc.retry_items.add(d.item)
-            self.batch.add(datum_row(d, run_id=self.run_id))
+                self.acc.reasons[reason_category(reason or "")] += 1
+                if retry_later(reason):
+                    self.acc.retry_items.add(c.item[k])
+        self.batch.add(c)
         for u in b.units:
             self.acc.units[u.layer] += 1
             self.unit_batch.add(unit_row(u, run_id=self.run_id))

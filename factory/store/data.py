@@ -3,13 +3,19 @@ rater (`audit:<model-id>`) sits beside it instead of replacing it."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import json
+from collections.abc import Collection, Sequence
 from typing import Any
 
+import pyarrow as pa
+
+from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.core import AtomicDatum
+from agent_factory.evaluators.core.columns import FIELDS, DataColumns
 from agent_factory.evaluators.core.model import PRIMARY_RATER
 from agent_factory.factory.store.base import Store
-from agent_factory.factory.store.rows import dumps
+from agent_factory.factory.store.rows import append_arrow, dumps
+from agent_factory.factory.store.schema import DATUM_COLUMNS
 
 
 def datum_row(d: AtomicDatum, *, run_id: str) -> dict[str, Any]:
@@ -22,6 +28,64 @@ def datum_row(d: AtomicDatum, *, run_id: str) -> dict[str, Any]:
         "collector_version": d.collector.version, "tokens": d.tokens, "cost_usd": d.cost_usd,
         "coverage": d.coverage, "key": d.key, "run_id": run_id, "rater": d.rater,
     }
+
+
+def _text(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def evidence_json(evidence: Sequence[EvidencePointer]) -> str:
+    """The stored JSON of a datum's evidence: `dumps` of the pointers' dicts, written without building them."""
+    if not evidence:
+        return "[]"
+    return "[" + ", ".join(f'{{"end": {p.end}, "field": {_text(p.field)}, "start": {p.start}, '
+                           f'"unit_id": {_text(p.unit_id)}}}' for p in evidence) + "]"
+
+
+def fact_json(fact: float | str | None) -> str:
+    """The stored JSON of a datum's fact (`dumps`)."""
+    return "null" if fact is None else dumps(fact)
+
+
+_DATUM_SCHEMA = pa.schema([(name, typ) for name, (_, typ) in DATUM_COLUMNS.items()])
+
+
+def data_table(cols: DataColumns, *, run_id: str) -> pa.Table:
+    """The `atomic_data` rows of `cols` as one Arrow table (the last datum of a key wins, as a rewrite would)."""
+    c = cols.columns()
+    keys = list(zip(c["unit_id"], c["item"], c["rater"], strict=True))
+    if len(set(keys)) < len(keys):
+        last = {k: i for i, k in enumerate(keys)}
+        keep = sorted(last.values())
+        c = {f: [v[i] for i in keep] for f, v in c.items()}
+    n = len(c["unit_id"])
+    arrays: dict[str, list[Any]] = {f: c[f] for f in FIELDS}
+    arrays["fact"] = [fact_json(f) for f in c["fact"]]
+    arrays["evidence"] = [evidence_json(e) for e in c["evidence"]]
+    arrays["run_id"] = [run_id] * n
+    return pa.Table.from_pydict({name: arrays[name] for name in _DATUM_SCHEMA.names}, schema=_DATUM_SCHEMA)
+
+
+class DataBatch:
+    """Atomic data waiting to be appended, as columns, flushed as one Arrow table."""
+
+    def __init__(self, store: Store, *, run_id: str, size: int = 50_000) -> None:
+        self.store, self.run_id, self.size = store, run_id, size
+        self.cols = DataColumns()
+
+    def add(self, cols: DataColumns) -> None:
+        """Queue data; flush once the batch is full."""
+        self.cols.extend(cols)
+        if len(self.cols) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Append the queued data (a stored datum of the same key is replaced) and empty the batch."""
+        if not len(self.cols):
+            return
+        table = data_table(self.cols, run_id=self.run_id)
+        self.cols = DataColumns()
+        append_arrow(self.store.con, "atomic_data", table)
 
 
 def drop_items(store: Store, *, keep: Collection[str]) -> int:

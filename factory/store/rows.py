@@ -130,17 +130,21 @@ class Batch:
                 if replace or k not in unique:
                     unique[k] = r
             rows = list(unique.values())
-        arrow = arrow_rows(self.table, rows)  # noqa: F841 - scanned by name below
         self.rows = []
-        if not keys:
-            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
-            return
-        match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
-        if self.table in REPLACE_ON_CONFLICT:
-            self.con.execute(f"DELETE FROM {self.table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
-            self.con.execute(f"INSERT INTO {self.table} SELECT * FROM arrow")
-        else:
-            self.con.execute(
-                f"INSERT INTO {self.table} SELECT * FROM arrow b"
-                f" WHERE NOT EXISTS (SELECT 1 FROM {self.table} t WHERE {match})"
-            )
+        append_arrow(self.con, self.table, arrow_rows(self.table, rows))
+
+
+def append_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table) -> None:
+    """Append an Arrow table of `table`'s schema whose keys are unique (on a key conflict with stored rows: keep
+    or replace, as the table says)."""
+    keys = TABLES[table][1] if table in TABLES else ()
+    if not keys:
+        con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
+        return
+    match = " AND ".join(f"t.{k} = b.{k}" for k in keys)
+    if table in REPLACE_ON_CONFLICT:
+        con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
+        con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
+    else:
+        con.execute(f"INSERT INTO {table} SELECT * FROM arrow b"
+                    f" WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})")

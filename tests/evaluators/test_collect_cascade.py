@@ -132,8 +132,9 @@ def test_a_split_jury_leaves_the_item_uncollected_and_is_cached(tmp_path: Path) 
         (data2,) = run(again, [make_turn(5)])
         assert again.model_calls == 0 and data2 == data
         # Found in the cache: reused, and told apart as uncollected, never counted as newly uncollected.
-        assert again.reused == len(DEFINITIONS) and again.reused_uncollected == {"jury split": 1}
-        assert not again.uncollected and not again.collected
+        assert again.reused == len(DEFINITIONS) - 1 and again.reused_uncollected == {"jury split": 1}
+        assert again.collected == {"rule": 1}  # rule data are never cached: recomputed
+        assert not again.uncollected
 
 
 def test_demands_jury_goes_to_the_jury_and_without_one_stays_uncollected() -> None:
@@ -195,7 +196,8 @@ def test_schema_invalid_answers_are_retried_then_reported(tmp_path: Path) -> Non
         assert by_item(data)[RULE_ITEM.id].value == "yes"
         rerun = Cascade(config(ModelSpec(model=model, family="a")), cache=cache)
         run(rerun, [make_turn(0)])
-        assert rerun.model_calls == FAST.attempts and rerun.reused == 1  # failures are retried, never cached
+        assert rerun.model_calls == FAST.attempts and rerun.reused == 0  # failures are retried, never cached
+        assert rerun.collected["rule"] == 1  # rule data are recomputed, never cached
 
 
 def test_test_model_path() -> None:
@@ -218,7 +220,8 @@ def test_no_model_configured_collects_rules_and_never_guesses(tmp_path: Path) ->
         assert cascade.collected == {"rule": 3} and cascade.uncollected == {"no model configured": 9}
         later = Cascade(config(ModelSpec(model=scripted(quoting(), name="s"), family="a")), cache=cache)
         data = run(later, [make_turn(i) for i in range(3)])
-        assert later.reused == 3 and later.model_calls == 3  # "no model configured" was not cached
+        assert later.reused == 0 and later.model_calls == 3  # "no model configured" was not cached
+        assert later.collected["rule"] == 3  # nor the rule data: recomputed
         assert all(d.value == "yes" for unit in data for d in unit)
 
 
@@ -236,7 +239,8 @@ def test_budget_exhaustion_stops_calls_cleanly(tmp_path: Path) -> None:
         assert cascade.uncollected == {"budget exhausted": 9}
         resumed = Cascade(config(ModelSpec(model=model, family="a")), cache=cache)
         run(resumed, turns)
-        assert resumed.model_calls == 3 and resumed.reused == 5 + 2 * 3
+        assert resumed.model_calls == 3 and resumed.reused == 2 * 3  # the answered calls' items
+        assert resumed.collected["rule"] == 5  # rule data are recomputed, never cached
     tight = Cascade(config(ModelSpec(model=model, family="a"), budget=BudgetLimits(tokens=1)))
     run(tight, turns, concurrency=1)
     assert tight.model_calls == 1 and tight.uncollected == {"budget exhausted": 12}
@@ -251,7 +255,7 @@ def test_a_rerun_with_nothing_changed_reuses_every_datum(tmp_path: Path) -> None
     with DatumCache(tmp_path / "c") as cache:
         second = Cascade(config(small, _jury(("no", "no"))), cache=cache)
         assert run(second, turns) == data
-        assert second.model_calls == 0 and second.reused == 16 and not second.collected
+        assert second.model_calls == 0 and second.reused == 12 and second.collected == {"rule": 4}
 
 
 def test_the_key_changes_with_model_template_definition_and_projection(

@@ -88,7 +88,7 @@ def test_faults_end_collected_or_reasoned_and_a_rerun_makes_zero_calls(
         again = collect(second, turns)
         if not transient:  # the usual case: with 6 attempts a call fails for good with probability 0.3**6
             assert fake_openai.calls == before and second.model_calls == 0
-            assert again == data and second.reused == 160
+            assert again == data and second.reused == 120 and second.collected == {"rule": 40}
         else:  # only the units with a transient failure are asked again
             retried = {d.unit_id for d in transient}
             assert second.model_calls <= len(retried) * 3 * cfg.retry.attempts

@@ -94,9 +94,10 @@ def test_a_second_rater_is_a_second_collector_over_a_sample(tmp_path: Path) -> N
                                                                                     "delta")
         primary_keys = {d.key for unit in first for d in unit}
         assert primary_keys.isdisjoint(d.key for unit in second for d in unit)
-        # the primary, rerun over the cache the audit wrote into: every datum reused, nothing asked, same data
+        # the primary, rerun over the cache the audit wrote into: every model answer reused (rules recomputed),
+        # nothing asked, same data
         rerun = Cascade(ModelConfig(small=SMALL, jury=JURY, retry=FAST), cache=cache)
-        assert collect_units(rerun, turns) == first and rerun.model_calls == 0 and rerun.reused == 24
+        assert collect_units(rerun, turns) == first and rerun.model_calls == 0 and rerun.reused == 18
     # and a primary that never met an audit has the same keys
     with DatumCache(tmp_path / "alone") as cache:
         alone = collect_units(Cascade(ModelConfig(small=SMALL, jury=JURY, retry=FAST), cache=cache), turns)

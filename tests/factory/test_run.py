@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -93,11 +94,19 @@ def test_rules_only_run_then_rerun_reuses_everything(sim_store: Path, tmp_path: 
     assert data2 == data1 and results2 == results1
     assert second["components"] == first["components"]
 
-    # --full walks every unit again: every rule item comes back from the cache under its unchanged key.
+    # Rule data live in the store, not the cache (which holds model answers only, none here): with the cache
+    # deleted, a rerun still recollects nothing.
+    cache = store.parent / "cache"
+    assert sum(f.stat().st_size for f in cache.rglob("*") if f.is_file()) < 1_000_000
+    shutil.rmtree(cache)
+    again = _run(store)
+    assert again["plan"]["trigger"] == "nothing changed" and again["items"]["collected"] == 0
+    assert again["items"]["kept"] == len(data1)
+
+    # --full walks every unit again: rules are recomputed (never cached), to the same data and results.
     third = _run(store, "--full")
     assert third["plan"]["trigger"] == "full" and third["model_calls"] == 0
-    assert third["items"]["collected"] == 0
-    assert third["items"]["reused"] == first["items"]["collected"]
+    assert third["items"]["collected"] == first["items"]["collected"] and third["items"]["reused"] == 0
     assert third["results"]["added"] == 0 and third["results"]["unchanged"] == len(results1)
     data3, results3 = _stored(store)
     assert data3 == data1 and results3 == results1
