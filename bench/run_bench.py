@@ -1,6 +1,8 @@
 """Rules-only evaluation benchmark: turns/s, peak RSS and the ratio to only parsing the input JSON, at 1x and
-10x the default simulation; a cold run (empty cache), a warm full rerun (`full=True`: every unit walked again,
-every datum found in the cache), and a rerun with nothing changed (the pipeline recomputes nothing).
+10x the default simulation; a cold run (empty cache), a rerun after deleting the cache (rule data live in the
+store: nothing is recollected), a full rerun (`full=True`: every unit walked again, every rule recomputed), and
+a rerun with nothing changed (the pipeline recomputes nothing). The sizes of the cache (model answers only: none
+here) and of the store are printed after the cold run.
 
 Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out]
 
@@ -14,7 +16,6 @@ import argparse
 import json
 import shutil
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -25,12 +26,13 @@ from common import child_json  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
+start = time.perf_counter()
 from pathlib import Path
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
 from agent_factory.factory.run import Runner
 from agent_factory.factory.store import Store
 from agent_factory.factory.suite import load_suite
-store, cache, full = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full"
+store, cache, full, src = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full", Path(sys.argv[4])
 with Store(store) as st:
     suite = load_suite(None, pack="business_analysis", store=st)
     cfg = ModelConfig()
@@ -38,22 +40,23 @@ with Store(store) as st:
     t0 = time.perf_counter()
     rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full).run()
     dt = time.perf_counter() - t0
-print(json.dumps({"seconds": dt, "units": rep.units, "trigger": rep.plan["trigger"], "items": rep.items,
+process = time.perf_counter() - start
+p0 = time.perf_counter()
+with open(src, "rb") as f:
+    for line in f:
+        json.loads(line)
+parse = time.perf_counter() - p0
+print(json.dumps({"seconds": dt, "process_seconds": process, "parse_only_seconds": parse, "units": rep.units,
+                  "trigger": rep.plan["trigger"], "items": rep.items,
                   "model_calls": rep.model_calls,
                   "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
 
-def parse_only_seconds(path: Path) -> float:
-    t0 = time.perf_counter()
-    with open(path, "rb") as f:
-        for line in f:
-            json.loads(line)
-    return time.perf_counter() - t0
-
-
-def child(store: Path, cache: Path, *, full: bool) -> dict:
-    return child_json(CHILD, str(store), str(cache), "full" if full else "incremental")
+def child(store: Path, cache: Path, *, full: bool, src: Path) -> dict:
+    """One run in a fresh process; its seconds, and those of parsing `src` (plain json.loads per line) after it
+    in the same process."""
+    return child_json(CHILD, str(store), str(cache), "full" if full else "incremental", str(src))
 
 
 def main() -> None:
@@ -84,21 +87,32 @@ def main() -> None:
                 p.unlink()
         with Store(store) as st:
             ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
-        parse = parse_only_seconds(sim / "traces.otlp.jsonl")
-        for phase in ("cold", "warm", "same"):
-            r = child(store, cache, full=phase == "warm")
-            turns = r["units"].get("trace", 0) if phase != "same" else 0
+        for phase in ("cold", "nocache", "full", "same"):
+            if phase == "nocache":
+                shutil.rmtree(cache)
+            r = child(store, cache, full=phase == "full", src=sim / "traces.otlp.jsonl")
+            turns = r["units"].get("trace", 0)
             r.update(size=size, phase=phase, turns=turns, turns_per_s=turns / r["seconds"] if turns else 0.0,
-                     parse_only_seconds=parse, parse_ratio=r["seconds"] / parse)
+                     parse_ratio=r["seconds"] / r["parse_only_seconds"],
+                     cache_mb=_size(cache) / 2**20, store_mb=_size(store) / 2**20)
             rows.append(r)
             print(json.dumps(r), flush=True)
     print()
-    print(f"{'size':>5} {'phase':>5} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
-          f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12}")
+    print(f"{'size':>5} {'phase':>7} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
+          f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12} {'cache MB':>9} "
+          f"{'store MB':>9}")
     for r in rows:
-        print(f"{r['size']:>5} {r['phase']:>5} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
+        print(f"{r['size']:>5} {r['phase']:>7} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
               f"{r['turns_per_s']:>8,.0f} {r['parse_ratio']:>8.1f} {r['items']['collected']:>10,} "
-              f"{r['items']['reused']:>9,} {r['items']['kept']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f}")
+              f"{r['items']['reused']:>9,} {r['items']['kept']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f} "
+              f"{r['cache_mb']:>9.2f} {r['store_mb']:>9.1f}")
+
+
+def _size(path: Path) -> int:
+    """Bytes on disk of a file or a directory (0 if absent)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size if path.exists() else 0
 
 
 if __name__ == "__main__":

@@ -137,10 +137,10 @@ class DataColumns:
         """The data one `AtomicDatum` at a time."""
         for i in range(len(self)):
             yield AtomicDatum(
-                unit_id=self.unit_id[i], layer=self.layer[i], item=self.item[i],  # type: ignore[arg-type]
-                item_version=self.item_version[i], value=self.value[i],  # type: ignore[arg-type]
+                unit_id=self.unit_id[i], layer=self.layer[i], item=self.item[i],
+                item_version=self.item_version[i], value=self.value[i],
                 fact=self.fact[i], reason=self.reason[i], evidence=self.evidence[i],
-                collector=CollectorIdentity(tier=self.tier[i], name=self.collector[i],  # type: ignore[arg-type]
+                collector=CollectorIdentity(tier=self.tier[i], name=self.collector[i],
                                             family=self.family[i], version=self.collector_version[i]),
                 tokens=self.tokens[i], cost_usd=self.cost_usd[i], coverage=self.coverage[i], key=self.key[i],
                 rater=self.rater[i],
