@@ -358,7 +358,8 @@ def run(
     cache_dir: CacheOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Units collected at once.")] = 8,
     full: Annotated[
-        bool, typer.Option("--full", help="Recompute everything (through the cache) instead of only what changed.")
+        bool, typer.Option("--full", help="Recompute everything (rules afresh, model answers through the cache) "
+                                          "instead of only what changed.")
     ] = False,
     unapproved: UnapprovedOpt = False,
     as_json: JsonOpt = False,
@@ -367,7 +368,7 @@ def run(
 
     New trace files rebuild the units of the users they touch; changed definitions are recollected on every
     unit; only the analyses that read changed data rerun; results are merged into the store. Unchanged
-    inputs: nothing is collected or analysed. --full walks every unit again (through the cache).
+    inputs: nothing is collected or analysed. --full walks every unit again (model answers through the cache).
     """
     started = _command_start()
     if not store.exists():

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from agent_factory import yamlio
 from agent_factory.digest import digest
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.core import COMPONENTS, components
@@ -276,7 +277,7 @@ def _yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise SpecError(f"{path}: cannot read YAML: {str(e).splitlines()[0]}") from None
     return data if isinstance(data, dict) else {}

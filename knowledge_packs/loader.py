@@ -21,7 +21,7 @@ from typing import Any, cast
 import yaml
 from pydantic import ValidationError
 
-from agent_factory import plugins
+from agent_factory import plugins, yamlio
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.knowledge_packs.model import KnowledgePack
 from agent_factory.validation import describe_error
@@ -123,10 +123,10 @@ def read_pack_yaml(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"{path}: cannot read knowledge pack: {e}") from e
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlio.compose(text)
         if node is not None:
             _check_duplicate_keys(node, "", path)
-        data = yaml.safe_load(text)
+        data = yamlio.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1} column {mark.column + 1}" if mark is not None else "(yaml)"

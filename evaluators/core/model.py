@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
+from agent_factory import yamlio
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.digest import stable_id
 from agent_factory.errors import SpecError
@@ -258,7 +259,7 @@ M = TypeVar("M", bound=BaseModel)
 def load_yaml_model(model: type[M], path: Path) -> M:
     """Load a frozen model from YAML; a `SpecError` naming the file and dotted field on failure."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yamlio.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, yaml.YAMLError) as e:
         raise SpecError(f"{path}: cannot read YAML: {str(e).splitlines()[0]}") from None
     try:

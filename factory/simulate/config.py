@@ -400,9 +400,9 @@ def load_config(path: Path, **overrides: Any) -> SimConfig:
         if path.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
+            from agent_factory import yamlio
 
-            data = yaml.safe_load(text)
+            data = yamlio.safe_load(text)
     except ValueError as e:  # json.JSONDecodeError and yaml.YAMLError's parse errors
         raise SpecError(f"{path}: not valid {path.suffix.lstrip('.') or 'YAML'}: {e}") from e
     except Exception as e:  # yaml raises its own error tree, not ValueError
