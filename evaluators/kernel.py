@@ -47,6 +47,39 @@ class Collector(Protocol):
 
 
 @dataclass(frozen=True)
+class UnitCall:
+    """One unit of a batch handed to `ConversationCollector.collect_many`."""
+
+    unit_id: str
+    unit: Any
+    definitions: Sequence[DataDefinition]
+    """What to collect on it (every definition has the batch's layer)."""
+    injection_ranges: Sequence[EvidencePointer] = ()
+    """Text of this unit flagged as addressed to an evaluator."""
+
+
+class ConversationCollector(Collector, Protocol):
+    """A collector that can also take the turns of one conversation together (`batch = "conversation"`)."""
+
+    @property
+    def batch(self) -> str:
+        """`unit` (one collect per unit) or `conversation` (a conversation's turns in one `collect_many`)."""
+
+    def collect_many(
+        self, *, batch_id: str, layer: Layer, units: Sequence[UnitCall], pack: KnowledgePack,
+    ) -> Awaitable[list[list[AtomicDatum]]]:
+        """Collect several units of one layer (the turns of conversation `batch_id`) together: each unit's data,
+        in the order of `units`, exactly as `collect` would give them."""
+
+
+def conversation_batch(collector: Collector) -> ConversationCollector | None:
+    """The collector, when it batches a conversation's turns; None when it collects unit by unit."""
+    if getattr(collector, "batch", "unit") == "conversation" and hasattr(collector, "collect_many"):
+        return collector  # type: ignore[return-value]  # checked structurally just above
+    return None
+
+
+@dataclass(frozen=True)
 class UserUnits:
     """One user's units: the engagement view over real traffic, and their excluded turns."""
 
@@ -124,15 +157,20 @@ class _UserCollection:
     async def unit(self, unit_id: str, layer: Layer, unit: Any, *, only: frozenset[str] | None = None,
                    injections: Sequence[EvidencePointer] = (),
                    context: EngagementView | None = None) -> tuple[AtomicDatum, ...]:
-        out: list[AtomicDatum] = []
-        for component, ds in self.defs.get(layer, {}).items():
-            if only is not None and component not in only:
-                continue
-            out.extend(await self.collector.collect(
-                unit_id=unit_id, layer=layer, unit=unit, definitions=ds, pack=self.plan.pack,
-                injection_ranges=injections, context=context,
-            ))
-        return tuple(out)
+        # Every component's definitions in one collect: the unit's model-tier items go to a model in one call.
+        ds = self.definitions(layer, only)
+        if not ds:
+            return ()
+        return tuple(await self.collector.collect(
+            unit_id=unit_id, layer=layer, unit=unit, definitions=ds, pack=self.plan.pack,
+            injection_ranges=injections, context=context,
+        ))
+
+    def definitions(self, layer: Layer, only: frozenset[str] | None = None) -> list[DataDefinition]:
+        """The layer's definitions of every component (of `only`, when given), in component order: the data
+        come back in this order, as they did when each component was collected apart."""
+        return [d for component, ds in self.defs.get(layer, {}).items() if only is None or component in only
+                for d in ds]
 
     def keep(self, data: tuple[AtomicDatum, ...], unit_id: str, layer: Layer, *, user: str | None,
              conv: str | None, index: int, start: datetime | None, end: datetime | None, mode: str | None,
@@ -149,14 +187,34 @@ class _UserCollection:
     def flags(self, turns: Iterable[Turn]) -> tuple[EvidencePointer, ...]:
         return tuple(p for t in turns for p in self.plan.injections.get(t.id, ()))
 
+    def keep_turn(self, data: tuple[AtomicDatum, ...], turn: Turn, *, real: bool) -> None:
+        self.keep(data, turn.id, "trace", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
+                  start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
+
     async def turn(self, turn: Turn, *, real: bool) -> None:
         # Excluded traffic is seen by the components that count it only; everything else reads real traffic.
         only = None if real else self.plan.all_segments
         flags = self.flags((turn,))
         if data := await self.unit(turn.id, "trace", turn, only=only, injections=flags):
-            self.keep(data, turn.id, "trace", user=turn.user_id, conv=turn.conversation_id, index=turn.index,
-                      start=turn.start, end=turn.end, mode=turn.mode, analysed=real)
-        if not real or not self.defs.get("span"):
+            self.keep_turn(data, turn, real=real)
+        if real:
+            await self.spans(turn, flags)
+
+    async def turns(self, conv: Conversation, collector: ConversationCollector) -> None:
+        """A conversation's turns with `batch = "conversation"`: their turn-layer data in one collect (one
+        model call for all of them), then each turn's spans."""
+        ds = self.definitions("trace")
+        if ds and conv.turns:
+            calls = [UnitCall(unit_id=t.id, unit=t, definitions=ds, injection_ranges=self.flags((t,)))
+                     for t in conv.turns]
+            batch = await collector.collect_many(batch_id=conv.id, layer="trace", units=calls, pack=self.plan.pack)
+            for t, data in zip(conv.turns, batch, strict=True):
+                if data:
+                    self.keep_turn(tuple(data), t, real=True)
+        await asyncio.gather(*(self.spans(t, self.flags((t,))) for t in conv.turns))
+
+    async def spans(self, turn: Turn, flags: tuple[EvidencePointer, ...]) -> None:
+        if not self.defs.get("span"):
             return
         for span in turn.spans:
             if data := await self.unit(span.id, "span", SpanView(span=span, turn=turn), injections=flags):
@@ -187,9 +245,13 @@ async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *,
         return DatumBatch(user_key=u.user_key, units=(), data=())
     c = _UserCollection(plan=plan, defs=defs, collector=collector, user_key=u.user_key, on_unit=on_unit)
     tasks = [c.turn(t, real=False) for t in u.excluded]
+    batched = conversation_batch(collector)
     if u.view is not None:
         for conv in u.view.conversations:
-            tasks += [c.turn(t, real=True) for t in conv.turns]
+            if batched is not None:
+                tasks.append(c.turns(conv, batched))
+            else:
+                tasks += [c.turn(t, real=True) for t in conv.turns]
             tasks.append(c.conversation(conv, u.view))
         tasks.append(c.engagement(u.view))
     await asyncio.gather(*tasks)

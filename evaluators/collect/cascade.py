@@ -21,6 +21,7 @@ killed run repeats no answered call and ends with the same data.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -37,6 +38,7 @@ from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, chec
 from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.model_tiers import JuryTier, ModelTier
 from agent_factory.evaluators.collect.project import project
+from agent_factory.evaluators.collect.prompt import BATCH_UNIT
 from agent_factory.evaluators.collect.reasons import NO_JURY, NO_MODEL, CascadeCounters, is_transient, reason_category
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor
 from agent_factory.evaluators.collect.tiers import (
@@ -50,9 +52,13 @@ from agent_factory.evaluators.collect.tiers import (
 )
 from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier
 from agent_factory.evaluators.core.registry import EngagementView
+from agent_factory.evaluators.kernel import UnitCall
 from agent_factory.knowledge_packs import KnowledgePack
 
 _RATER = re.compile(r"^(primary|audit:.+)$")
+MAX_BATCH_ITEMS = 60
+"""Most items one batched call asks about: a longer conversation's turns go in several calls of consecutive
+turns (a turn's items are never split), so an answer stays well inside a small model's output limit."""
 
 
 def audit_rater(spec: ModelSpec) -> str:
@@ -303,3 +309,127 @@ class Cascade:
                     handed.append(answer if answer is not None else p)
             items = others + handed
         return items
+
+    # ---- several units in one call (`batch = "conversation"`) ----------------------------------------------
+
+    @property
+    def batch(self) -> str:
+        """`unit` or `conversation` (the config's `batch`): whether the kernel hands over a conversation's turns
+        together, through `collect_many`."""
+        return self.config.batch
+
+    async def collect_many(
+        self, *, batch_id: str, layer: Layer, units: Sequence[UnitCall], pack: KnowledgePack,
+    ) -> list[list[AtomicDatum]]:
+        """`collect` over several units of one layer (the turns of conversation `batch_id`): each unit's data in
+        order, with the keys, cache and counts `collect` gives them, but each model tier asks ONE call (per
+        juror) about the items all the units hand it, each answer keyed by its unit (`turn_3.<item id>`) and
+        judged on that unit's evidence; rules run unit by unit as in `collect`. A batch of one is a unit."""
+        if len(units) <= 1 or layer not in BATCH_UNIT:
+            return [await self.collect(unit_id=u.unit_id, layer=layer, unit=u.unit, definitions=u.definitions,
+                                       pack=pack, injection_ranges=u.injection_ranges) for u in units]
+        jobs: list[UnitJob] = []
+        for u in units:
+            for d in u.definitions:
+                if d.layer != layer:
+                    raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} "
+                                    f"{u.unit_id}")
+            jobs.append(UnitJob(unit_id=u.unit_id, layer=layer, unit=u.unit, pack=pack,
+                                injection_ranges=u.injection_ranges))
+        outs: list[dict[int, AtomicDatum]] = [{} for _ in units]
+        reused: list[set[int]] = [set() for _ in units]
+        undecided = [[Pending(i, d) for i, d in enumerate(u.definitions)] for u in units]
+        digests: list[list[str]] = [[] for _ in units]
+        for family, group in self._families:
+            admitted = [self._admit(family, group, job, todo, out, seen, digest)
+                        for job, todo, out, seen, digest in zip(jobs, undecided, outs, reused, digests, strict=True)]
+            if all(hasattr(t, "decide_many") for t in group):
+                lefts = await self._run_group_many(group, batch_id, jobs, [e for e, _ in admitted], outs)
+            else:
+                lefts = [await self._run_group(group, job, entering, out) if entering else []
+                         for job, (entering, _), out in zip(jobs, admitted, outs, strict=True)]
+            undecided = [sorted(passed + left, key=_index) if passed and left else passed or left
+                         for (_, passed), left in zip(admitted, lefts, strict=True)]
+        data: list[list[AtomicDatum]] = []
+        for job, todo, out, seen, u in zip(jobs, undecided, outs, reused, units, strict=True):
+            for p in todo:
+                model_tiers = [t for t in p.definition.tiers if t != "rule"]
+                tier: Tier = model_tiers[0] if model_tiers else "small_model"
+                out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
+                                                       collector=self.keys.model_identity(tier)))
+            self._store([d for i, d in out.items() if i not in seen])
+            data.append([out[i] for i in range(len(u.definitions))])
+        return data
+
+    def _admit(
+        self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, undecided: list[Pending],
+        out: dict[int, AtomicDatum], reused: set[int], digest: list[str],
+    ) -> tuple[list[Pending], list[Pending]]:
+        """As `collect` does for each family: (the items entering the group, keyed and not in the cache; the
+        items no tier of the group takes); what the cache or the keying decides goes to `out`."""
+        entering: list[Pending] = []
+        passed: list[Pending] = []
+        for p in undecided:
+            if not any(t.accepts(p.definition) for t in group):
+                passed.append(p)
+                continue
+            keyed = self._enter(family, group, job, p, digest)
+            if isinstance(keyed, Pending):
+                hit = self.cache.get_datum(keyed.key)
+                if hit is None:
+                    entering.append(keyed)
+                    continue
+                out[p.index] = self._record(hit, reused=True)
+                reused.add(p.index)
+            else:
+                out[p.index] = self._record(keyed)
+        return entering, passed
+
+    async def _run_group_many(
+        self, group: Sequence[CollectorTier], batch_id: str, jobs: Sequence[UnitJob], items: list[list[Pending]],
+        outs: list[dict[int, AtomicDatum]],
+    ) -> list[list[Pending]]:
+        """`_run_group` over several units at once: each tier decides the items of every unit in one
+        `decide_many` (per run of consecutive units holding at most MAX_BATCH_ITEMS items)."""
+        for n, tier in enumerate(group):
+            mine: list[list[Pending]] = []
+            others: list[list[Pending]] = []
+            for its in items:
+                mine.append([p for p in its if tier.accepts(p.definition)])
+                others.append([p for p in its if not tier.accepts(p.definition)])
+            asked = [j for j, m in enumerate(mine) if m]
+            if not asked:
+                continue
+            onward = _onward(group[n + 1:])
+            runs = {j: TierRun(job=jobs[j], keys=self.keys, caller=self.caller, rater=self.rater, onward=onward)
+                    for j in asked}
+            chunks = _chunks(asked, [len(m) for m in mine])
+            decided = await asyncio.gather(*(
+                tier.decide_many(batch_id, [(runs[j], mine[j]) for j in chunk])  # type: ignore[attr-defined]
+                for chunk in chunks))
+            handed: dict[int, list[Pending]] = {}
+            for chunk, decisions in zip(chunks, decided, strict=True):
+                for j, dec in zip(chunk, decisions, strict=True):
+                    handed[j] = []
+                    for p in mine[j]:
+                        answer = dec.get(p.index)
+                        if isinstance(answer, AtomicDatum):
+                            outs[j][p.index] = self._record(answer)
+                        else:
+                            handed[j].append(answer if answer is not None else p)
+            items = [others[j] + handed.get(j, []) for j in range(len(items))]
+        return items
+
+
+def _chunks(asked: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
+    """Consecutive runs of the asked units whose items add up to at most MAX_BATCH_ITEMS (a bigger unit alone)."""
+    chunks: list[list[int]] = []
+    total = 0
+    for j in asked:
+        if chunks and total + sizes[j] <= MAX_BATCH_ITEMS:
+            chunks[-1].append(j)
+            total += sizes[j]
+        else:
+            chunks.append([j])
+            total = sizes[j]
+    return chunks
