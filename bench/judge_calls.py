@@ -7,10 +7,10 @@ cache: the small model alone and with a two-family jury, each with `[collect] ba
 `"conversation"`. Data: the first N tau-bench airline conversations (`../shared/data/tau-bench-airline-gpt4o`)
 when present, else (said so) a small simulation.
 
-The fake model answers every item from the item's question and its own evidence only (a hash of them picks
-value and confidence, about a third of the answers unsure, so the jury has work), and quotes the first
-characters of the item's first evidence block: so both batch modes get the same answers, and the check below
-can tell whether every answer and evidence pointer landed on the turn it is about.
+The fake model (`item_answers` of the collection tests) answers every item from the item's question and its
+own evidence only (a hash of them picks value and confidence, about a third of the answers unsure, so the jury
+has work), and quotes the first characters of the item's first evidence block: so both batch modes get the
+same answers, and the table can tell whether every answer and evidence pointer landed on the turn it is about.
 
 Usage:  .venv/bin/python bench/judge_calls.py [--conversations 10] [--modes unit,conversation] [--label after]
         PYTHONPATH=<a checkout's import root> .venv/bin/python bench/judge_calls.py --modes unit --label before
@@ -19,7 +19,6 @@ Usage:  .venv/bin/python bench/judge_calls.py [--conversations 10] [--modes unit
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -39,37 +38,11 @@ SMALL = "openai/bench-gpt-small"
 JURY = ("openai/bench-qwen-judge", "openai/bench-llama-judge")  # families qwen and meta, from the names
 
 _ITEM = re.compile(r"^- (\S+): (.*)\n  evidence: (.*)$", re.M)
-_LAYER = re.compile(r"^Evidence for (\w+)", re.M)
-_BLOCK = re.compile(r'<evidence id="([^"]+)"[^>]*>\n(.*?)\n</evidence>', re.S)
+_LAYER = re.compile(r"^Evidence for (\w+(?:, turn by turn)?)", re.M)
 
 
 def _name(model: str) -> str:
     return model.rpartition("/")[2]
-
-
-def _decoded(raw: str) -> str:
-    value = json.loads(raw)
-    if isinstance(value, list):
-        value = "".join(v if isinstance(v, str) else v.get("injection_flagged", "") for v in value)
-    return str(value)
-
-
-def responder(body: dict[str, Any]) -> dict[str, Any]:
-    """Each schema property answered from its checklist line and its own evidence blocks only."""
-    schema = body["response_format"]["json_schema"]["schema"]
-    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
-    items = {m.group(1): (m.group(2), [e.strip() for e in m.group(3).split(",")]) for m in _ITEM.finditer(prompt)}
-    blocks = {m.group(1): _decoded(m.group(2)) for m in _BLOCK.finditer(prompt)}
-    out: dict[str, Any] = {}
-    for key in schema["properties"]:
-        question, ids = items[key]
-        texts = [blocks.get(i, "") for i in ids]
-        h = int(hashlib.sha256("\x1f".join([body["model"], question, *texts]).encode()).hexdigest(), 16)
-        value = ("yes", "no", "not_applicable")[h % 3] if "judge" in body["model"] else ("yes", "no")[h % 2]
-        first = next((t for t in texts if t.strip()), "")
-        out[key] = {"value": value, "confidence": 0.4 if (h >> 8) % 3 == 0 else 0.9,
-                    "evidence_quote": first.strip()[:24], "reason": f"{body['model']} read {len(ids)} field(s)"}
-    return out
 
 
 def _cli(*args: str, env: dict[str, str], cwd: Path) -> str:
@@ -144,7 +117,7 @@ def run_case(base: Path, work: Path, server: Any, *, batch: str | None, jury: bo
     out = json.loads(_cli("run", "--store", str(store), "--cache", str(case / "cache"), "--json", env=env, cwd=case))
     bodies = server.requests
     sent = sum(len(str(m.get("content", ""))) for b in bodies for m in b["messages"])
-    received = sum(len(json.dumps(responder(b))) for b in bodies)
+    received = sum(len(json.dumps(server.responder(b))) for b in bodies)
     by_model = Counter(b["model"].rpartition("/")[2] for b in bodies)
     layers = Counter(m.group(1) for b in bodies
                      if (m := _LAYER.search(str(b["messages"][-1].get("content", "")))) is not None)
@@ -175,6 +148,7 @@ def main() -> None:
     work = args.workdir or Path(tempfile.mkdtemp(prefix="judge-calls-"))
     work.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
+    from tests.evaluators.test_collect_support import item_answers
     from tests.fakes.openai_server import FakeOpenAIServer
 
     src, pack, what = _data(args.conversations, work)
@@ -184,7 +158,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_FACTORY_")}
     _cli("ingest", str(src), "--pack", pack, "--store", str(base), env=env, cwd=work)
     rows = []
-    with FakeOpenAIServer(responder=responder) as server:
+    with FakeOpenAIServer(responder=item_answers) as server:
         for jury in (False, True):
             for mode in args.modes.split(","):
                 r = run_case(base, work, server, batch=None if mode == "default" else mode, jury=jury,

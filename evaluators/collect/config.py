@@ -175,7 +175,7 @@ class ModelConfig(Frozen):
     """Units collected at once (and model calls in flight)."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     """Retries of one structured call."""
-    batch: Literal["unit", "conversation"] = "unit"
+    batch: Literal["unit", "conversation"] = "conversation"
     """How many units one model call covers. `unit`: every model-tier item of one unit (a turn, a session) in
     one call. `conversation`: the items of every turn of one conversation in one call (and one call per juror
     for the turns' unsure items), each answer keyed by its turn and judged on that turn's evidence only; the
