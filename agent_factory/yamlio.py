@@ -20,4 +20,4 @@ def safe_load(text: str) -> Any:
 
 def compose(text: str) -> yaml.Node | None:
     """`yaml.compose(text, Loader=SafeLoader)`: the node tree with line marks, parsed by libyaml when available."""
-    return yaml.compose(text, Loader=_LOADER)  # type: ignore[no-any-return]
+    return yaml.compose(text, Loader=_LOADER)

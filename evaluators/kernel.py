@@ -58,6 +58,18 @@ class BatchCollector(Collector, Protocol):
         """Collect `definitions` over every unit of `units`: one datum per unit and definition."""
 
 
+@dataclass(frozen=True)
+class UnitCall:
+    """One unit of a batch handed to `Cascade.collect_many` (each unit with its own definitions)."""
+
+    unit_id: str
+    unit: Any
+    definitions: Sequence[DataDefinition]
+    """What to collect on it (every definition has the batch's layer)."""
+    injection_ranges: Sequence[EvidencePointer] = ()
+    """Text of this unit flagged as addressed to an evaluator."""
+
+
 async def collect_units(
     collector: Collector, *, layer: Layer, units: Sequence[UnitInput], definitions: Sequence[DataDefinition],
     pack: KnowledgePack, context: EngagementView | None = None,

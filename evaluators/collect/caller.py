@@ -11,6 +11,9 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.collect.backends import (
@@ -26,10 +29,17 @@ from agent_factory.evaluators.collect.budget import BUDGET_EXHAUSTED, Budget, Bu
 from agent_factory.evaluators.collect.cache import DatumCache, call_key
 from agent_factory.evaluators.collect.config import ModelSpec, RetryPolicy
 from agent_factory.evaluators.collect.project import ProjectedEvidence
-from agent_factory.evaluators.collect.prompt import PromptKind, render_prompt
+from agent_factory.evaluators.collect.prompt import BatchUnit, PromptKind, batch_key, render_batch_prompt, render_prompt
 from agent_factory.evaluators.collect.reasons import FATAL_MODEL_ERROR, MODEL_ERROR, SCHEMA_INVALID
 from agent_factory.evaluators.collect.redact import Redactor
-from agent_factory.evaluators.collect.schema import QUOTE_NOT_FOUND, ItemAnswer, build_sigma, json_schema, locate_quote
+from agent_factory.evaluators.collect.schema import (
+    QUOTE_NOT_FOUND,
+    ItemAnswer,
+    build_keyed_sigma,
+    build_sigma,
+    json_schema,
+    locate_quote,
+)
 from agent_factory.evaluators.collect.tiers import Pending, UnitJob
 
 
@@ -101,7 +111,43 @@ class ModelCaller:
                                evidence=[shown(p) for p in items],
                                injection_ranges=job.injection_ranges, redactor=self.redactor,
                                templates=self.templates)
-        sigma = build_sigma(definitions)
+        cached = await self._call(spec, prompt, build_sigma(definitions))
+        if isinstance(cached, Outcome):
+            return cached
+        answers = {d.id: ItemAnswer.model_validate(cached["data"][d.id]) for d in definitions}
+        return Outcome(answers, tokens=int(cached["tokens"]), cost_usd=float(cached["cost_usd"]))
+
+    async def ask_many(
+        self, kind: PromptKind, spec: ModelSpec, batch_id: str, batch: Sequence[tuple[UnitJob, Sequence[Pending]]],
+    ) -> list[Outcome]:
+        """One structured call for the items of several units of one layer (or its cached answer): each unit's
+        outcome, its answers by definition id, the call's tokens and cost shared by item."""
+        if len(batch) == 1:  # a batch of one is a unit: the unit's own prompt
+            return [await self.ask(kind, spec, *batch[0])]
+        layer = batch[0][0].layer
+        units = [BatchUnit(job.unit_id, [p.definition for p in items], [shown(p) for p in items])
+                 for job, items in batch]
+        prompt = render_batch_prompt(kind, batch_id=batch_id, layer=layer, units=units,
+                                     injection_ranges=[r for job, _ in batch for r in job.injection_ranges],
+                                     redactor=self.redactor, templates=self.templates)
+        keys = [[batch_key(layer, n, p.definition.id) for p in items] for n, (_, items) in enumerate(batch, 1)]
+        sigma = build_keyed_sigma([(k, p.definition.question) for ks, (_, items) in zip(keys, batch, strict=True)
+                                   for k, p in zip(ks, items, strict=True)])
+        cached = await self._call(spec, prompt, sigma)
+        if isinstance(cached, Outcome):
+            return [cached] * len(batch)
+        whole = Outcome({}, tokens=int(cached["tokens"]), cost_usd=float(cached["cost_usd"]))
+        shares = iter(whole.shares(sum(len(ks) for ks in keys)))
+        out: list[Outcome] = []
+        for ks, (_, items) in zip(keys, batch, strict=True):
+            mine = [next(shares) for _ in ks]
+            out.append(Outcome({p.definition.id: ItemAnswer.model_validate(cached["data"][k])
+                                for k, p in zip(ks, items, strict=True)},
+                               tokens=sum(t for t, _ in mine), cost_usd=sum(c for _, c in mine)))
+        return out
+
+    async def _call(self, spec: ModelSpec, prompt: str, sigma: type[BaseModel]) -> dict[str, Any] | Outcome:
+        """The answer to `prompt` (cached, or asked now and cached at once), or the failed outcome."""
         ck = call_key(spec.name, spec.family, prompt, json_schema(sigma))
         cached = self.cache.get_answer(ck)
         if cached is None:
@@ -119,5 +165,4 @@ class ModelCaller:
                 return Outcome(None, failure=f"{FATAL_MODEL_ERROR}: {e}")
             cached = {"model": spec.name, "data": reply.data, "tokens": reply.tokens, "cost_usd": reply.cost_usd}
             self.cache.put_answer(ck, cached)  # before anything else: a kill from here on repeats no call
-        answers = {d.id: ItemAnswer.model_validate(cached["data"][d.id]) for d in definitions}
-        return Outcome(answers, tokens=int(cached["tokens"]), cost_usd=float(cached["cost_usd"]))
+        return cached

@@ -39,6 +39,7 @@ from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, chec
 from agent_factory.evaluators.collect.keys import CollectorKeys
 from agent_factory.evaluators.collect.model_tiers import JuryTier, ModelTier
 from agent_factory.evaluators.collect.project import project
+from agent_factory.evaluators.collect.prompt import BATCH_UNIT
 from agent_factory.evaluators.collect.reasons import NO_JURY, NO_MODEL, CascadeCounters, is_transient, reason_category
 from agent_factory.evaluators.collect.redact import Redactor, load_redactor
 from agent_factory.evaluators.collect.tiers import (
@@ -53,9 +54,13 @@ from agent_factory.evaluators.collect.tiers import (
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.model import PRIMARY_RATER, AtomicDatum, DataDefinition, Layer, Tier
 from agent_factory.evaluators.core.registry import EngagementView
+from agent_factory.evaluators.kernel import UnitCall
 from agent_factory.knowledge_packs import KnowledgePack
 
 _RATER = re.compile(r"^(primary|audit:.+)$")
+MAX_BATCH_ITEMS = 60
+"""Most items one batched call asks about: a longer conversation's turns go in several calls of consecutive
+turns (a turn's items are never split), so an answer stays well inside a small model's output limit."""
 
 
 def audit_rater(spec: ModelSpec) -> str:
@@ -231,31 +236,14 @@ class Cascade:
     ) -> DataColumns:
         """Every definition on every unit of one layer (one user's: `context` is their window), as columns.
 
-        The leading rule tiers decide a definition at a time over all the units; what they leave goes, unit by
-        unit and concurrently, to the model tiers (all of a unit's items in one call per tier)."""
+        The leading rule tiers decide a definition at a time over all the units; what they leave goes to the
+        model tiers: all of a unit's items in one call per tier, or, with `batch = "conversation"`, all the
+        items of a conversation's turns in one call per tier."""
         for d in definitions:
             if d.layer != layer:
                 raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} units")
         out = DataColumns()
-        left: list[list[Pending]] = [[] for _ in units]
-        families = self._families
-        if families and families[0][0] == "rule" and all(isinstance(t, RuleTier) for t in families[0][1]):
-            rule_tiers: tuple[RuleTier, ...] = families[0][1]  # type: ignore[assignment]
-            families = families[1:]
-            for i, d in enumerate(definitions):
-                todo = list(range(len(units)))
-                for t in rule_tiers:
-                    if todo and t.accepts(d):
-                        chosen = [units[k] for k in todo]
-                        kept = t.decide_columns(d, chosen, keys=self.keys, rater=self.rater, layer=layer, pack=pack,
-                                                context=context, out=out)
-                        todo = [todo[k] for k in kept]
-                for k in todo:
-                    left[k].append(Pending(i, d))
-            self._count_columns(out, 0)
-        else:
-            for k in range(len(units)):
-                left[k] = [Pending(i, d) for i, d in enumerate(definitions)]
+        families, left = self._rules(layer, units, definitions, pack=pack, context=context, out=out)
         if not any(left):
             return out
         if not families:
@@ -264,9 +252,41 @@ class Cascade:
         jobs = [(UnitJob(unit_id=u.unit_id, layer=layer, unit=u.unit, pack=pack,
                          injection_ranges=u.injection_ranges, context=context), ps)
                 for u, ps in zip(units, left, strict=True) if ps]
-        for data in await asyncio.gather(*(self._through(families, job, ps) for job, ps in jobs)):
-            out.add_data(data)
+        batches: dict[str, list[tuple[UnitJob, list[Pending]]]] = {}
+        for job, ps in jobs:
+            conv = getattr(job.unit, "conversation_id", None) if self.batch == "conversation" else None
+            batches.setdefault(conv if isinstance(conv, str) and layer in BATCH_UNIT else job.unit_id,
+                               []).append((job, ps))
+        done = await asyncio.gather(*(self._through(families, bid, [j for j, _ in b], [ps for _, ps in b])
+                                      for bid, b in batches.items()))
+        for batch in done:
+            for data in batch:
+                out.add_data(data)
         return out
+
+    def _rules(
+        self, layer: Layer, units: Sequence[UnitInput], definitions: Sequence[DataDefinition], *,
+        pack: KnowledgePack, context: EngagementView | None, out: DataColumns,
+    ) -> tuple[Sequence[tuple[KeyFamily, tuple[CollectorTier, ...]]], list[list[Pending]]]:
+        """The leading rule tiers over the units, a definition at a time, into `out`: the families left, and
+        each unit's items they left undecided."""
+        families = self._families
+        if not (families and families[0][0] == "rule" and all(isinstance(t, RuleTier) for t in families[0][1])):
+            return families, [[Pending(i, d) for i, d in enumerate(definitions)] for _ in units]
+        start = len(out)
+        rule_tiers: tuple[RuleTier, ...] = families[0][1]  # type: ignore[assignment]
+        left: list[list[Pending]] = [[] for _ in units]
+        for i, d in enumerate(definitions):
+            todo = list(range(len(units)))
+            for t in rule_tiers:
+                if todo and t.accepts(d):
+                    kept = t.decide_columns(d, [units[k] for k in todo], keys=self.keys, rater=self.rater,
+                                            layer=layer, pack=pack, context=context, out=out)
+                    todo = [todo[k] for k in kept]
+            for k in todo:
+                left[k].append(Pending(i, d))
+        self._count_columns(out, start)
+        return families[1:], left
 
     def _no_model(self, out: DataColumns, layer: Layer, units: Sequence[UnitInput], left: list[list[Pending]]) -> None:
         """What no tier of this collector can take: uncollected, a definition at a time."""
@@ -301,42 +321,60 @@ class Cascade:
         return sorted(cols.iter_data(), key=lambda x: order[x.item])
 
     async def _through(
-        self, families: Sequence[tuple[KeyFamily, tuple[CollectorTier, ...]]], job: UnitJob, undecided: list[Pending],
-    ) -> list[AtomicDatum]:
-        """The items of one unit the leading rule tiers left, through the remaining tiers: one datum each."""
-        out: dict[int, AtomicDatum] = {}
-        reused: set[int] = set()
+        self, families: Sequence[tuple[KeyFamily, tuple[CollectorTier, ...]]], batch_id: str,
+        jobs: Sequence[UnitJob], undecided: list[list[Pending]],
+    ) -> list[list[AtomicDatum]]:
+        """The items the leading rule tiers left on several units of one layer (one unit, or the turns of
+        conversation `batch_id`), through the remaining tiers: each unit's data, in item order. Each tier asks
+        one call (per juror) about the items of all the units, each answer keyed by its unit."""
+        outs: list[dict[int, AtomicDatum]] = [{} for _ in jobs]
+        reused: list[set[int]] = [set() for _ in jobs]
         for family, group in families:
-            entering: list[Pending] = []
-            passed: list[Pending] = []
-            for p in undecided:
-                for t in group:
-                    if t.accepts(p.definition):
-                        break
-                else:
-                    passed.append(p)
-                    continue
-                keyed = self._enter(family, group, job, p)
-                if isinstance(keyed, Pending) and family == "model":
-                    hit = self.cache.get_datum(keyed.key)
-                    if hit is None:
-                        entering.append(keyed)
-                        continue
-                    out[p.index] = self._record(hit, reused=True)
-                    reused.add(p.index)
-                elif isinstance(keyed, Pending):
-                    entering.append(keyed)
-                else:
-                    out[p.index] = self._record(keyed)
-            left = await self._run_group(group, job, entering, out) if entering else []
-            undecided = sorted(passed + left, key=_index) if passed and left else passed or left
+            admitted = [self._admit(family, group, job, todo, out, seen)
+                        for job, todo, out, seen in zip(jobs, undecided, outs, reused, strict=True)]
+            if all(hasattr(t, "decide_many") for t in group):
+                lefts = await self._run_group_many(group, batch_id, jobs, [e for e, _ in admitted], outs)
+            else:
+                lefts = [await self._run_group(group, job, entering, out) if entering else []
+                         for job, (entering, _), out in zip(jobs, admitted, outs, strict=True)]
+            undecided = [sorted(passed + left, key=_index) if passed and left else passed or left
+                         for (_, passed), left in zip(admitted, lefts, strict=True)]
+        data: list[list[AtomicDatum]] = []
+        for job, todo, out, seen in zip(jobs, undecided, outs, reused, strict=True):
+            for p in todo:
+                model_tiers = [t for t in p.definition.tiers if t != "rule"]
+                tier: Tier = model_tiers[0] if model_tiers else "small_model"
+                out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
+                                                       collector=self.keys.model_identity(tier)))
+            self._store([d for i, d in out.items() if i not in seen])
+            data.append([out[i] for i in sorted(out)])
+        return data
+
+    def _admit(
+        self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, undecided: list[Pending],
+        out: dict[int, AtomicDatum], reused: set[int],
+    ) -> tuple[list[Pending], list[Pending]]:
+        """A family's entry for one unit: (the items entering the group, keyed and, for a model family, not in the
+        cache; the items no tier of the group takes); what the cache or the keying decides goes to `out`."""
+        entering: list[Pending] = []
+        passed: list[Pending] = []
         for p in undecided:
-            model_tiers = [t for t in p.definition.tiers if t != "rule"]
-            tier: Tier = model_tiers[0] if model_tiers else "small_model"
-            out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
-                                                   collector=self.keys.model_identity(tier)))
-        self._store([d for i, d in out.items() if i not in reused])
-        return [out[i] for i in sorted(out)]
+            if not any(t.accepts(p.definition) for t in group):
+                passed.append(p)
+                continue
+            keyed = self._enter(family, group, job, p)
+            if isinstance(keyed, Pending) and family == "model":
+                hit = self.cache.get_datum(keyed.key)
+                if hit is None:
+                    entering.append(keyed)
+                    continue
+                out[p.index] = self._record(hit, reused=True)
+                reused.add(p.index)
+            elif isinstance(keyed, Pending):
+                entering.append(keyed)
+            else:
+                out[p.index] = self._record(keyed)
+        return entering, passed
 
     def _enter(
         self, family: KeyFamily, group: Sequence[CollectorTier], job: UnitJob, p: Pending,
@@ -380,3 +418,98 @@ class Cascade:
                     handed.append(answer if answer is not None else p)
             items = others + handed
         return items
+
+    # ---- several units in one call (`batch = "conversation"`) ----------------------------------------------
+
+    @property
+    def batch(self) -> str:
+        """`unit` or `conversation` (the config's `batch`): whether the kernel hands over a conversation's turns
+        together, through `collect_many`."""
+        return self.config.batch
+
+    async def collect_many(
+        self, *, batch_id: str, layer: Layer, units: Sequence[UnitCall], pack: KnowledgePack,
+    ) -> list[list[AtomicDatum]]:
+        """`collect` over several units of one layer (the turns of conversation `batch_id`), each with its own
+        definitions: each unit's data in order, with the keys, cache and counts `collect` gives them, but each
+        model tier asks ONE call (per juror) about the items all the units hand it, each answer keyed by its
+        unit (`turn_3.<item id>`) and judged on that unit's evidence. A batch of one is a unit."""
+        for u in units:
+            for d in u.definitions:
+                if d.layer != layer:
+                    raise SpecError(f"{d.id} is a {d.layer}-layer definition; it cannot be collected on {layer} "
+                                    f"{u.unit_id}")
+        if len(units) <= 1 or layer not in BATCH_UNIT:
+            return [await self.collect(unit_id=u.unit_id, layer=layer, unit=u.unit, definitions=u.definitions,
+                                       pack=pack, injection_ranges=u.injection_ranges) for u in units]
+        ruled: list[DataColumns] = []
+        lefts: list[list[Pending]] = []
+        families: Sequence[tuple[KeyFamily, tuple[CollectorTier, ...]]] = self._families
+        for u in units:
+            cols = DataColumns()
+            families, (left,) = self._rules(layer, (UnitInput(u.unit_id, u.unit, u.injection_ranges),),
+                                            u.definitions, pack=pack, context=None, out=cols)
+            ruled.append(cols)
+            lefts.append(left)
+        if families:
+            jobs = [UnitJob(unit_id=u.unit_id, layer=layer, unit=u.unit, pack=pack,
+                            injection_ranges=u.injection_ranges) for u in units]
+            modelled = await self._through(families, batch_id, jobs, lefts)
+        else:
+            modelled = [[] for _ in units]
+            for k, u in enumerate(units):
+                self._no_model(ruled[k], layer, (UnitInput(u.unit_id, u.unit),), [lefts[k]])
+        out: list[list[AtomicDatum]] = []
+        for u, cols, data in zip(units, ruled, modelled, strict=True):
+            order = {d.id: i for i, d in reversed(list(enumerate(u.definitions)))}
+            out.append(sorted([*cols.iter_data(), *data], key=lambda x: order[x.item]))
+        return out
+
+    async def _run_group_many(
+        self, group: Sequence[CollectorTier], batch_id: str, jobs: Sequence[UnitJob], items: list[list[Pending]],
+        outs: list[dict[int, AtomicDatum]],
+    ) -> list[list[Pending]]:
+        """`_run_group` over several units at once: each tier decides the items of every unit in one
+        `decide_many` (per run of consecutive units holding at most MAX_BATCH_ITEMS items)."""
+        for n, tier in enumerate(group):
+            mine: list[list[Pending]] = []
+            others: list[list[Pending]] = []
+            for its in items:
+                mine.append([p for p in its if tier.accepts(p.definition)])
+                others.append([p for p in its if not tier.accepts(p.definition)])
+            asked = [j for j, m in enumerate(mine) if m]
+            if not asked:
+                continue
+            onward = _onward(group[n + 1:])
+            runs = {j: TierRun(job=jobs[j], keys=self.keys, caller=self.caller, rater=self.rater, onward=onward)
+                    for j in asked}
+            chunks = _chunks(asked, [len(m) for m in mine])
+            decided = await asyncio.gather(*(
+                tier.decide_many(batch_id, [(runs[j], mine[j]) for j in chunk])  # type: ignore[attr-defined]
+                for chunk in chunks))
+            handed: dict[int, list[Pending]] = {}
+            for chunk, decisions in zip(chunks, decided, strict=True):
+                for j, dec in zip(chunk, decisions, strict=True):
+                    handed[j] = []
+                    for p in mine[j]:
+                        answer = dec.get(p.index)
+                        if isinstance(answer, AtomicDatum):
+                            outs[j][p.index] = self._record(answer)
+                        else:
+                            handed[j].append(answer if answer is not None else p)
+            items = [others[j] + handed.get(j, []) for j in range(len(items))]
+        return items
+
+
+def _chunks(asked: Sequence[int], sizes: Sequence[int]) -> list[list[int]]:
+    """Consecutive runs of the asked units whose items add up to at most MAX_BATCH_ITEMS (a bigger unit alone)."""
+    chunks: list[list[int]] = []
+    total = 0
+    for j in asked:
+        if chunks and total + sizes[j] <= MAX_BATCH_ITEMS:
+            chunks[-1].append(j)
+            total += sizes[j]
+        else:
+            chunks.append([j])
+            total = sizes[j]
+    return chunks

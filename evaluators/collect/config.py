@@ -17,7 +17,7 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
@@ -175,6 +175,11 @@ class ModelConfig(Frozen):
     """Units collected at once (and model calls in flight)."""
     retry: RetryPolicy = Field(default_factory=RetryPolicy)
     """Retries of one structured call."""
+    batch: Literal["unit", "conversation"] = "conversation"
+    """How many units one model call covers. `unit`: every model-tier item of one unit (a turn, a session) in
+    one call. `conversation`: the items of every turn of one conversation in one call (and one call per juror
+    for the turns' unsure items), each answer keyed by its turn and judged on that turn's evidence only; the
+    data and their cache keys are the same as with `unit`, so the two share cached answers."""
     redactor: str | None = None
     """`module:attr` of a custom redactor (a `Redactor` instance, or a class / factory called without
     arguments); None: `DefaultRedactor`."""
@@ -236,9 +241,10 @@ def _collect_section(collect: Mapping[str, Any], source: str) -> dict[str, Any]:
         if key in collect:
             retry[target] = collect[key]
     raw["retry"] = retry
-    if "concurrency" in collect:
-        raw["concurrency"] = collect["concurrency"]
-    unknown = set(collect) - {"concurrency", "retries", "retry_initial_wait_s", "retry_max_wait_s"}
+    for key in ("concurrency", "batch"):
+        if key in collect:
+            raw[key] = collect[key]
+    unknown = set(collect) - {"batch", "concurrency", "retries", "retry_initial_wait_s", "retry_max_wait_s"}
     if unknown:
         raise SpecError(f"{source}: collect: unknown keys {sorted(unknown)}")
     return raw
@@ -261,6 +267,7 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
         [collect]
         concurrency = 8
         retries = 4
+        batch = "unit"        # or "conversation": a conversation's turns in one call
         [privacy]
         redactor = "mypkg.privacy:MyRedactor"
 

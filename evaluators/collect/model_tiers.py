@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.errors import SpecError
-from agent_factory.evaluators.collect.caller import pointer, shown
+from agent_factory.evaluators.collect.caller import ModelCaller, Outcome, pointer, shown
 from agent_factory.evaluators.collect.config import ModelSpec, check_jury
 from agent_factory.evaluators.collect.reasons import JURY_SPLIT
 from agent_factory.evaluators.collect.schema import ItemAnswer
@@ -53,6 +53,14 @@ def model_datum(
                      coverage=shown(p).coverage, key=p.key)
 
 
+def run_caller(batch: Sequence[tuple[TierRun, Sequence[Pending]]]) -> ModelCaller:
+    """The one caller of a batch's runs (they belong to one collector)."""
+    callers = {id(run.caller) for run, _ in batch}
+    if len(callers) != 1:
+        raise AssertionError(f"a batch's units are collected by one collector; got {len(callers)} callers")
+    return batch[0][0].caller
+
+
 class ModelTier:
     """The small model: one structured call per unit over every item it gets."""
 
@@ -71,7 +79,16 @@ class ModelTier:
 
     async def decide(self, run: TierRun, items: Sequence[Pending]) -> Decisions:
         """The small model's answers; unsure ones (and those demanding a jury) handed on when a jury follows."""
-        outcome = await run.caller.ask("checklist", self.spec, run.job, items)
+        return self.judge(run, items, await run.caller.ask("checklist", self.spec, run.job, items))
+
+    async def decide_many(self, batch_id: str, batch: Sequence[tuple[TierRun, Sequence[Pending]]]) -> list[Decisions]:
+        """`decide` for several units of one layer in ONE call (each unit's decisions, in order)."""
+        outcomes = await run_caller(batch).ask_many("checklist", self.spec, batch_id,
+                                                    [(run.job, items) for run, items in batch])
+        return [self.judge(run, items, o) for (run, items), o in zip(batch, outcomes, strict=True)]
+
+    def judge(self, run: TierRun, items: Sequence[Pending], outcome: Outcome) -> Decisions:
+        """The decisions the call's outcome gives about the unit's items."""
         if outcome.answers is None:
             return {p.index: model_datum(run, p, value="uncollected", tier="small_model", reason=outcome.failure)
                     for p in items}
@@ -119,8 +136,19 @@ class JuryTier:
 
     async def decide(self, run: TierRun, items: Sequence[Pending]) -> Decisions:
         """Every item decided: the reduced vote, a split, or a juror's failure."""
-        seats = len(self.members)
         outcomes = await asyncio.gather(*(run.caller.ask("jury", m, run.job, items) for m in self.members))
+        return self.judge(run, items, outcomes)
+
+    async def decide_many(self, batch_id: str, batch: Sequence[tuple[TierRun, Sequence[Pending]]]) -> list[Decisions]:
+        """`decide` for several units of one layer: each juror ONE call over all of them, in parallel."""
+        jobs = [(run.job, items) for run, items in batch]
+        caller = run_caller(batch)
+        by_juror = await asyncio.gather(*(caller.ask_many("jury", m, batch_id, jobs) for m in self.members))
+        return [self.judge(run, items, [o[n] for o in by_juror]) for n, (run, items) in enumerate(batch)]
+
+    def judge(self, run: TierRun, items: Sequence[Pending], outcomes: Sequence[Outcome]) -> Decisions:
+        """The decisions the jurors' outcomes (one per member, in order) give about the unit's items."""
+        seats = len(self.members)
         shares = [o.shares(len(items)) for o in outcomes]
         out: dict[int, AtomicDatum | Pending] = {}
         for k, p in enumerate(items):

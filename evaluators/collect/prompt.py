@@ -175,15 +175,81 @@ def render_prompt(
 ) -> str:
     """The prompt for one unit's items (`evidence[i]` is `definitions[i]`'s projection), rendered from the
     templates in `templates` (a suite's approved copy, or the package's)."""
+    return _render(kind, unit_id=unit_id, layer_name=LAYER_NAMES[layer],
+                   items=[(d.id, d.question) for d in definitions], evidence=evidence,
+                   injection_ranges=injection_ranges, redactor=redactor, templates=templates)
+
+
+def _render(
+    kind: PromptKind, *, unit_id: str, layer_name: str, items: Sequence[tuple[str, str]],
+    evidence: Sequence[ProjectedEvidence], injection_ranges: Sequence[EvidencePointer], redactor: Redactor,
+    templates: Path | None,
+) -> str:
     blocks, uses = evidence_blocks(evidence, injection_ranges=injection_ranges, redactor=redactor)
-    items = [
-        {"id": d.id, "question": redact_text(d.question, redactor), "evidence_ids": ids or ["(none)"]}
-        for d, ids in zip(definitions, uses, strict=True)
+    listed = [
+        {"id": key, "question": redact_text(question, redactor), "evidence_ids": ids or ["(none)"]}
+        for (key, question), ids in zip(items, uses, strict=True)
     ]
     template = _environment(templates if templates is not None else TEMPLATES).get_template(_SOURCES[kind][0])
     return template.render(
         unit_id=redact_text(unit_id, redactor),
-        layer_name=LAYER_NAMES[layer],
-        items=items,
+        layer_name=layer_name,
+        items=listed,
         blocks=blocks,
     )
+
+
+# ---- several units in one prompt (`batch = "conversation"`) ---------------------------------------------
+
+BATCH_UNIT: dict[Layer, str] = {"trace": "turn"}
+"""The layers whose units can share a prompt, and what each unit is called in its answer keys."""
+BATCH_LAYER_NAMES: dict[Layer, str] = {
+    "trace": "session, turn by turn (each turn one request and its answer; each checklist item names its turn)",
+}
+
+
+@dataclass(frozen=True)
+class BatchUnit:
+    """One unit of a batched prompt: its id, its items and their projections (`evidence[i]` is
+    `definitions[i]`'s)."""
+
+    unit_id: str
+    definitions: Sequence[DataDefinition]
+    evidence: Sequence[ProjectedEvidence]
+
+
+def batch_key(layer: Layer, position: int, item_id: str) -> str:
+    """The answer key of item `item_id` of the batch's `position`-th unit (from 1): `turn_3.substance.i1`."""
+    return f"{BATCH_UNIT[layer]}_{position}.{item_id}"
+
+
+def _prefixed(evidence: ProjectedEvidence, prefix: str) -> ProjectedEvidence:
+    """The projection with its evidence ids under the unit's prefix (`turn_3.request`): two turns' fields of
+    one name are different evidence, and each item lists only its own turn's."""
+    fields = tuple(f.model_copy(update={"id": f"{prefix}.{f.id}"}) for f in evidence.fields)
+    return evidence.model_copy(update={"fields": fields})
+
+
+def render_batch_prompt(
+    kind: PromptKind,
+    *,
+    batch_id: str,
+    layer: Layer,
+    units: Sequence[BatchUnit],
+    injection_ranges: Sequence[EvidencePointer] = (),
+    redactor: Redactor,
+    templates: Path | None = None,
+) -> str:
+    """One prompt for the items of several units of one layer (the turns of conversation `batch_id`), from the
+    same templates as a unit's: each item keyed `batch_key(layer, position, id)`, its evidence the blocks of its
+    own unit (`turn_<position>.<field>`), the flagged ranges of every unit marked where they are."""
+    if layer not in BATCH_UNIT:
+        raise ValueError(f"units of the {layer} layer are not batched")
+    items: list[tuple[str, str]] = []
+    evidence: list[ProjectedEvidence] = []
+    for n, u in enumerate(units, start=1):
+        for d, ev in zip(u.definitions, u.evidence, strict=True):
+            items.append((batch_key(layer, n, d.id), d.question))
+            evidence.append(_prefixed(ev, f"{BATCH_UNIT[layer]}_{n}"))
+    return _render(kind, unit_id=batch_id, layer_name=BATCH_LAYER_NAMES[layer], items=items, evidence=evidence,
+                   injection_ranges=injection_ranges, redactor=redactor, templates=templates)

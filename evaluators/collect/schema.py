@@ -60,6 +60,11 @@ def build_sigma(definitions: Sequence[DataDefinition]) -> type[BaseModel]:
     return _sigma(tuple((d.id, d.question) for d in definitions))
 
 
+def build_keyed_sigma(items: Sequence[tuple[str, str]]) -> type[BaseModel]:
+    """The output model for (answer key, question) pairs: a batch of units, each item keyed by its unit."""
+    return _sigma(tuple(items))
+
+
 def json_schema(sigma: type[BaseModel]) -> dict[str, Any]:
     """sigma's JSON schema, property names being the definition ids (strict-mode compatible)."""
     return sigma.model_json_schema(by_alias=True)

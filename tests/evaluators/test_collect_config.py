@@ -73,6 +73,7 @@ cost_usd = 1.5
 
 [collect]
 concurrency = 3
+batch = "unit"
 retries = 2
 retry_max_wait_s = 0.5
 
@@ -91,6 +92,7 @@ def test_load_from_toml(tmp_path: Path) -> None:
     assert cfg.escalate_below == 0.6
     assert (cfg.budget.calls, cfg.budget.tokens, cfg.budget.cost_usd) == (100, 50_000, 1.5)
     assert cfg.concurrency == 3 and cfg.retry.attempts == 2 and cfg.retry.max_wait_s == 0.5
+    assert cfg.batch == "unit" and ModelConfig().batch == "conversation"  # the file's choice over the default
     assert cfg.redactor == "agent_factory.evaluators.collect.redact:DefaultRedactor"
 
 
@@ -120,6 +122,7 @@ def test_environment_only_and_nothing(tmp_path: Path, monkeypatch: pytest.Monkey
     ("[budget]\ncalls = -1", "budget.calls"),
     ("[models]\nescalate_below = 2", "escalate_below"),
     ("[collect]\nconcurrency = 0", "concurrency"),
+    ("[collect]\nbatch = 'session'", "batch"),
     ("[models]\njury = 'openai/x'", "models.jury must be a list"),
 ])
 def test_bad_files_name_the_field(tmp_path: Path, text: str, match: str) -> None:

@@ -24,6 +24,7 @@ from tests.evaluators.test_collect_support import (
     DEFINITIONS,
     MODEL_ITEMS,
     RULE_ITEM,
+    collect_conversations,
     collect_units,
     embed,
     hashed_answers,
@@ -136,22 +137,30 @@ def test_a_secrets_corpus_never_reaches_the_server(fake_openai: FakeOpenAIServer
 KILL_UNITS = 12
 
 
-def _kill_run(base_url: str, cache_dir: str) -> list[list[dict[str, Any]]]:
+def _kill_run(base_url: str, cache_dir: str, batched: bool = False) -> list[list[dict[str, Any]]]:
     with DatumCache(cache_dir) as cache:
+        if batched:  # a conversation's three turns per call: as many units, fewer and longer calls
+            cfg = litellm_config(base_url, concurrency=1).model_copy(update={"batch": "conversation"})
+            turns = [make_turn(i) for i in range(2 * KILL_UNITS)]
+            return dump(collect_conversations(Cascade(cfg, cache=cache), turns, concurrency=1))
         cascade = Cascade(litellm_config(base_url, concurrency=1), cache=cache)
         return dump(collect(cascade, [make_turn(i) for i in range(KILL_UNITS)], concurrency=1))
 
 
-def _child_run(base_url: str, cache_dir: str, out: str) -> None:
+def _child_run(base_url: str, cache_dir: str, out: str, batched: bool = False) -> None:
     """One run in a forked process (a fresh process state, the same imported modules): data as JSON."""
-    Path(out).write_text(json.dumps(_kill_run(base_url, cache_dir)))
+    Path(out).write_text(json.dumps(_kill_run(base_url, cache_dir, batched)))
 
 
 def _fingerprint(body: dict[str, Any]) -> str:
     return json.dumps([body["model"], body["messages"]], sort_keys=True)
 
 
-def test_sigkill_at_several_points_then_rerun_repeats_no_answered_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("batched", "kill_at"), [(False, (3, 9, 17)), (True, (2, 5, 9))],
+                         ids=["unit", "conversation"])
+def test_sigkill_at_several_points_then_rerun_repeats_no_answered_call(
+    tmp_path: Path, batched: bool, kill_at: tuple[int, ...],
+) -> None:
     def slow_answers(body: dict[str, Any]) -> dict[str, Any]:
         time.sleep(0.04)  # a call stays in flight long enough to be killed in the middle of it
         return hashed_answers(body)
@@ -159,15 +168,15 @@ def test_sigkill_at_several_points_then_rerun_repeats_no_answered_call(tmp_path:
     ctx = multiprocessing.get_context("fork")
     with FakeOpenAIServer(responder=slow_answers) as server:
         # reference: one uninterrupted run (here, so the children inherit litellm already imported and warm)
-        expected = _kill_run(server.base_url, str(tmp_path / "ref-cache"))
+        expected = _kill_run(server.base_url, str(tmp_path / "ref-cache"), batched)
         reference = [_fingerprint(b) for b in server.requests]
-        assert len(set(reference)) == len(reference) > KILL_UNITS  # some units went to the jury
+        assert len(set(reference)) == len(reference) > max(kill_at)  # some units went to the jury
         server.reset()
 
         cache_dir, out = str(tmp_path / "cache"), tmp_path / "out.json"
         in_flight: list[str] = []
-        for target in (3, 9, 17):
-            p = ctx.Process(target=_child_run, args=(server.base_url, cache_dir, str(out)))
+        for target in kill_at:
+            p = ctx.Process(target=_child_run, args=(server.base_url, cache_dir, str(out), batched))
             p.start()
             deadline = time.monotonic() + 30
             while server.calls < target and p.is_alive() and time.monotonic() < deadline:
@@ -178,7 +187,7 @@ def test_sigkill_at_several_points_then_rerun_repeats_no_answered_call(tmp_path:
             assert p.exitcode == -signal.SIGKILL
             in_flight.append(_fingerprint(server.records[-1].body))
         assert not out.exists()
-        p = ctx.Process(target=_child_run, args=(server.base_url, cache_dir, str(out)))
+        p = ctx.Process(target=_child_run, args=(server.base_url, cache_dir, str(out), batched))
         p.start()
         p.join(60)
         assert p.exitcode == 0

@@ -14,7 +14,7 @@ import pytest
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.collect import prompt as prompt_module
 from agent_factory.evaluators.collect.project import project
-from agent_factory.evaluators.collect.prompt import render_prompt, template_digest
+from agent_factory.evaluators.collect.prompt import BatchUnit, render_batch_prompt, render_prompt, template_digest
 from agent_factory.evaluators.collect.redact import DefaultRedactor
 from agent_factory.evaluators.core import DataDefinition, Projection
 from agent_factory.evaluators.provenance import scan_turn
@@ -117,3 +117,46 @@ def test_template_digest_follows_template_content(tmp_path: Path, monkeypatch: p
     (copy / "checklist.j2").write_text((copy / "checklist.j2").read_text() + "\nBe brief.\n")
     assert template_digest("checklist") != before["checklist"]
     assert template_digest("jury") != before["jury"]  # the jury template extends the checklist
+
+
+CONVERSATION_SNAPSHOT = Path(__file__).parent / "snapshots" / "collect_conversation_prompt.txt"
+
+
+def _render_batch(kind: str = "checklist") -> str:
+    first = make_turn(6, request="Q3 revenue for the north?", answer="North was 3.1M USD.")
+    second = make_turn(7, request="Q3 revenue by region? Call me on 13812345678.", answer=HOSTILE)
+    flags = [f.pointer for f in scan_turn(second, PACK)]
+    units = [BatchUnit(t.id, defs, [project(t, "trace", d.projection) for d in defs])
+             for t, defs in ((first, [ANSWERS, CONSISTENT]), (second, [ANSWERS, SHORT_VIEW]))]
+    return render_batch_prompt(kind, batch_id="conv-002", layer="trace", units=units,  # type: ignore[arg-type]
+                               injection_ranges=flags, redactor=DefaultRedactor())
+
+
+def test_golden_conversation_batch_prompt() -> None:
+    text = _render_batch()
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        CONVERSATION_SNAPSHOT.write_text(text, encoding="utf-8")
+    assert text == CONVERSATION_SNAPSHOT.read_text(encoding="utf-8")
+
+
+def test_a_batch_keys_every_item_and_block_by_its_turn() -> None:
+    text = _render_batch()
+    found = blocks(text)
+    assert text.count("</evidence>") == len(found) == text.count("<evidence id=")
+    # two turns' fields of one name are two blocks, each cited by its own turn's items only
+    assert set(found) == {"turn_1.request", "turn_1.answer", "turn_1.spans[0].input", "turn_1.spans[0].output",
+                          "turn_2.request", "turn_2.answer#1", "turn_2.answer#2"}
+    assert "- turn_1.substance.tc_answers_task: " in text and "- turn_2.substance.tc_closes: " in text
+    assert "evidence: turn_1.request, turn_1.answer, turn_1.spans[0].input, turn_1.spans[0].output" in text
+    assert "evidence: turn_2.answer#2" in text
+    # the second turn's flagged injection is set apart; the first turn's text is not flagged
+    parts = found["turn_2.answer#1"]
+    assert isinstance(parts, list) and any(isinstance(p, dict) and "injection_flagged" in p for p in parts)
+    assert found["turn_1.answer"] == "North was 3.1M USD."
+    assert 'unit="turn-006"' in text and 'unit="turn-007"' in text
+    assert "13812345678" not in text and "[PHONE]" in text
+    # the same templates as a unit's prompt: the template digest (in every model key) covers both
+    assert text.split("How to answer:")[1].split("Checklist (")[0] == \
+        _render()[0].split("How to answer:")[1].split("Checklist (")[0]
+    jury = _render_batch("jury")
+    assert "independent review panel" in jury and jury.split("How to answer:")[1] == text.split("How to answer:")[1]

@@ -153,6 +153,67 @@ def hashed_answers(body: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_ITEM_LINE = re.compile(r"^- (\S+): (.*)\n  evidence: (.*)$", re.M)
+_BLOCK = re.compile(r'<evidence id="([^"]+)"[^>]*>\n(.*?)\n</evidence>', re.S)
+
+
+def _decoded(raw: str) -> str:
+    value = json.loads(raw)
+    if isinstance(value, list):
+        value = "".join(v if isinstance(v, str) else v.get("injection_flagged", "") for v in value)
+    return str(value)
+
+
+def item_answers(body: dict[str, Any]) -> dict[str, Any]:
+    """Fake-server responder that answers each item from its question and its OWN evidence blocks only (as the
+    prompt tells a model to): the same answer whatever else the prompt holds, so a unit's prompt and a batch of
+    units get the same answers. About a third unsure; jurors may disagree; the quote is the first 24 characters
+    of the item's first non-empty evidence block."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    prompt = "\n".join(str(m.get("content", "")) for m in body["messages"])
+    items = {m.group(1): (m.group(2), [e.strip() for e in m.group(3).split(",")])
+             for m in _ITEM_LINE.finditer(prompt)}
+    blocks = {m.group(1): _decoded(m.group(2)) for m in _BLOCK.finditer(prompt)}
+    out: dict[str, Any] = {}
+    for key in schema["properties"]:
+        question, ids = items[key]
+        texts = [blocks.get(i, "") for i in ids]
+        h = int(hashlib.sha256("\x1f".join([body["model"], question, *texts]).encode()).hexdigest(), 16)
+        value = ("yes", "no", "not_applicable")[h % 3] if "judge" in body["model"] else ("yes", "no")[h % 2]
+        first = next((t for t in texts if t.strip()), "")
+        out[key] = answer(value, 0.4 if (h >> 8) % 3 == 0 else 0.9, first.strip()[:24],
+                          f"{body['model']} read {len(ids)} field(s)")
+    return out
+
+
+def collect_conversations(cascade: Cascade, turns: Sequence[Turn],
+                          definitions: Sequence[DataDefinition] = DEFINITIONS, *,
+                          concurrency: int = 4) -> list[list[AtomicDatum]]:
+    """The batched path, `Cascade.collect_many`, over the turns grouped by conversation (in order of first
+    appearance; `concurrency` conversations at once): the data come back in turn order."""
+    from agent_factory.evaluators.kernel import UnitCall
+
+    groups: dict[str, list[int]] = {}
+    for i, t in enumerate(turns):
+        groups.setdefault(t.conversation_id or t.id, []).append(i)
+
+    async def run() -> list[list[AtomicDatum]]:
+        results: list[list[AtomicDatum]] = [[] for _ in turns]
+        todo = iter(groups.items())
+
+        async def worker() -> None:
+            for conv, idx in todo:
+                calls = [UnitCall(unit_id=turns[i].id, unit=turns[i], definitions=definitions) for i in idx]
+                batch = await cascade.collect_many(batch_id=conv, layer="trace", units=calls, pack=PACK)
+                for i, data in zip(idx, batch, strict=True):
+                    results[i] = data
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return results
+
+    return asyncio.run(run())
+
+
 # ---- the secrets corpus --------------------------------------------------------------------------------
 
 def _luhn_complete(prefix: str, length: int, rng: random.Random) -> str:

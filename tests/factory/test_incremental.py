@@ -105,9 +105,13 @@ def test_edit_one_clause_recollects_only_that_clause(env: Path, fake_openai: Fak
         real_turns = st.con.execute("SELECT count(*) FROM units WHERE layer = 'trace' AND analysed").fetchone()[0]
     assert len(new_rows) == 2 * real_turns  # type: ignore[operator]
     assert second["items"]["kept"] == len(data2) - len(new_rows)
-    # Model calls: exactly one per unit whose new obligation went to the small model, nothing else asked.
-    asked = sum(1 for r in new_rows if r[1].endswith(".obligation") and r[8] == "small_model")
-    assert calls2 == asked > 0
+    # Model calls: exactly one per conversation whose turns' new obligation went to the small model (the default
+    # batch = "conversation" asks about all of a conversation's turns at once), nothing else asked.
+    asked = {r[0] for r in new_rows if r[1].endswith(".obligation") and r[8] == "small_model"}
+    with Store(store, read_only=True) as st:
+        conversation = dict(st.con.execute("SELECT unit_id, conversation_id FROM units WHERE layer = 'trace'"
+                                           ).fetchall())
+    assert calls2 == len({conversation[u] for u in asked}) > 0
     assert not any(r[:2] for r in data2 if _mentions(r[:2], {old_id}))
     # Every other datum and result is byte-identical, run ids included.
     assert [r for r in data2 if not _mentions(r[:2], ids)] == [r for r in data1 if not _mentions(r[:2], ids)]

@@ -3,7 +3,8 @@ once, kept counts the stored data the run did not revisit, and the four add up t
 
 The expected numbers come from the stored rows, not from the report: a row of this run is reused when the
 cache held its key before the run (a key some earlier run stored, unless a rerun could fix it), collected
-when it has a value and a new key, uncollected when it has no value. A cross-family jury that always splits
+when it has a value and a new key (rule data carry none: they are recomputed, never cached), uncollected when it
+has no value. A cross-family jury that always splits
 puts uncollected data in the cache, which a warm rerun finds again (they once counted as reused and as
 uncollected, so `collected` went negative).
 """
@@ -49,6 +50,11 @@ def _cacheable(rows: list[tuple[str, str | None, str, str | None]]) -> set[str]:
     return {k for _, k, v, why in rows if k and not (v == "uncollected" and is_transient(why))}
 
 
+def _recomputed(rows: list[tuple[str, str | None, str, str | None]], run_id: str) -> int:
+    """Rule data of run `run_id` with a value: keyless, so collected afresh by every run that visits them."""
+    return sum(1 for r, k, v, _ in rows if r == run_id and not k and v != "uncollected")
+
+
 def _expected(rows: list[tuple[str, str | None, str, str | None]], run_id: str, cached: set[str]) -> dict[str, int]:
     mine = [(k, v) for r, k, v, _ in rows if r == run_id]
     keyed = [k for k, _ in mine if k]
@@ -90,11 +96,13 @@ def test_item_counts_on_cold_warm_and_partial_reruns(model_env: Path, fake_opena
     assert cold["uncollected_reasons"].get("jury split", 0) == items["uncollected"] > 0
     cached = _cacheable(cold_rows)
 
-    # Warm: every datum comes back from the cache; nothing is collected, nothing is asked.
+    # Warm: every model answer comes back from the cache, nothing is asked; rules are recomputed.
     warm = _cli(*run, "--full")
     assert warm["model_calls"] == 0
+    rules = _recomputed(cold_rows, cold["run_id"])
+    assert 0 < rules <= items["collected"]  # (the split jury leaves every model item uncollected)
     assert _check(warm, _rows(store), cached) == {
-        "collected": 0, "reused": items["collected"], "kept": 0, "uncollected": items["uncollected"]}
+        "collected": rules, "reused": items["collected"] - rules, "kept": 0, "uncollected": items["uncollected"]}
     assert warm["uncollected_reasons"] == cold["uncollected_reasons"]
 
     # Nothing changed: nothing is revisited, every stored datum is kept.
@@ -116,10 +124,12 @@ def test_item_counts_on_cold_warm_and_partial_reruns(model_env: Path, fake_opena
     _build(spec, suite)
     reverted = _cli(*run)
     assert reverted["model_calls"] == 0
-    back = _check(reverted, _rows(store), cached)
-    assert back["collected"] == 0 and back["reused"] > 0 and back["uncollected"] > 0
+    back_rows = _rows(store)
+    back = _check(reverted, back_rows, cached)
+    assert back["collected"] == _recomputed(back_rows, reverted["run_id"])  # no model item asked afresh
+    assert back["uncollected"] > 0
     assert back["kept"] == changed["kept"]  # the clauses left alone, untouched both times
-    assert _rows(store) and sorted(r[1:] for r in _rows(store)) == sorted(r[1:] for r in cold_rows)
+    assert _rows(store) and sorted((r[1:] for r in _rows(store)), key=repr) == sorted((r[1:] for r in cold_rows), key=repr)
 
 
 def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> None:
@@ -137,5 +147,5 @@ def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> Non
                    for _ in range(3)]
     cold, *warm = (r.items for r in reports)
     assert cold["collected"] > 0 and cold["reused"] == 0 and cold["uncollected"] > 0  # no model configured
-    for items in warm:  # the cascade's totals grow run after run; each report counts its own run
-        assert items == {"collected": 0, "reused": cold["collected"], "kept": 0, "uncollected": cold["uncollected"]}
+    for items in warm:  # the cascade's totals grow run after run; each report counts its own run (rules afresh)
+        assert items == {"collected": cold["collected"], "reused": 0, "kept": 0, "uncollected": cold["uncollected"]}
