@@ -7,7 +7,8 @@ For one unit and its definitions (DESIGN.md section 5):
     and are never cached: recomputing a rule is cheaper than looking it up);
 (c) a model-tier item's cached answer is reused when its key is unchanged (looked up once, before the first
     model tier);
-(d) every remaining model-tier item of the unit goes to the small model in ONE structured call;
+(d) every remaining model-tier item of the unit (of every turn of the conversation, with
+    `batch = "conversation"`) goes to the small model in ONE structured call;
 (e) items answered with confidence under `escalate_below`, or demanding a jury, go to each juror in one call
     per juror; the jury's reducer (majority by default) decides, no decision is uncollected ("jury split");
 (f) anything still without a value is uncollected with the reason, never guessed.
@@ -16,7 +17,7 @@ A second rater is a second collector: `Cascade(tiers=[ModelTier(other)], rater=a
 sample of units; its data carry its rater, and its keys differ from the primary's, whose keys do not move.
 
 Only model answers are cached: never rule data, nor uncollected data a rerun could fix (no model configured,
-budget, model errors). A unit's data are written together when the unit is done, and every model answer the
+budget, model errors). A user's data of one layer are written together when collected, and every model answer the
 moment it arrives, so a killed run repeats no answered call and ends with the same data.
 """
 
