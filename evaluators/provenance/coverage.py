@@ -34,6 +34,7 @@ from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.segments import lookup
+from agent_factory.evaluators.provenance.textmemo import TextMemo
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -172,6 +173,17 @@ def _marker(text: str, markers: tuple[str, ...], inside_markers: tuple[str, ...]
     return (inside, "marker_inside") if inside is not None else (None, None)
 
 
+_TEXT_FACTS: TextMemo[tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]] = TextMemo()
+
+
+def _text_facts(text: str, pack: KnowledgePack
+                ) -> tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]:
+    """The ingest cut and the truncation marker of a text: they depend on the text and the pack's markers only,
+    so each distinct text is read once."""
+    markers, inside = pack.truncation_markers(), pack.truncation_markers(inside=True)
+    return _TEXT_FACTS.get((markers, inside), text, lambda: (_ingest_cut(text), _marker(text, markers, inside)))
+
+
 def field_coverage(
     text: str | None,
     *,
@@ -194,7 +206,7 @@ def field_coverage(
     declared, declared_by = _declared(attributes, pack.coverage.length_keys.get(field, ()))
     reasons: list[TruncationReason] = []
     gap: tuple[int, int] | None = None
-    cut = _ingest_cut(text) if text else None
+    cut, (marker, why) = _text_facts(text, pack) if text else (None, (None, None))
     if cut is not None:
         reasons.append("cut_at_ingest")
         gap = cut[:2]
@@ -202,8 +214,6 @@ def field_coverage(
             declared, declared_by = cut[2], "ingest"
     if declared is not None and text is not None and declared > chars and cut is None:
         reasons.append("declared_shorter")
-    marker, why = (_marker(text, pack.truncation_markers(), pack.truncation_markers(inside=True)) if text
-                   else (None, None))
     if why is not None:
         reasons.append(why)
         gap = gap or _marker_range(text or "", marker or "")

@@ -8,6 +8,7 @@ none matches. Only `real` is analysed; the result records which rule matched and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Literal
 
 from agent_factory.adapters.model import EvidencePointer, Turn
@@ -54,16 +55,21 @@ class SegmentResult(Frozen):
     """Version of the segmentation logic."""
 
 
+@lru_cache(maxsize=4096)
+def _splits(key: str) -> tuple[tuple[str, str], ...]:
+    """(head, rest) of each split of a dotted key, longest head first (keys are few: the pack's and the adapters')."""
+    parts = key.split(".")
+    return tuple((".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1))
+
+
 def lookup(attributes: Mapping[str, Any], key: str) -> Any:
     """The value of a dotted `key` in attributes stored flat (`{"user.id": ..}`), nested, or mixed; or _MISSING."""
     if key in attributes:
         return attributes[key]
-    parts = key.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:i])
+    for head, rest in _splits(key):
         sub = attributes.get(head)
         if isinstance(sub, Mapping):
-            found = lookup(sub, ".".join(parts[i:]))
+            found = lookup(sub, rest)
             if found is not _MISSING:
                 return found
     return _MISSING

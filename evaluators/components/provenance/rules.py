@@ -1,8 +1,11 @@
 """Provenance rules: a turn's segment, evidence coverage and injection flags as atomic data.
 
-Each rule calls the pure provenance functions (`segment_turn`, `coverage`, `scan_turn`) with the context's pack.
-Several data read the same coverage, so the last few results are remembered per (turn, pack) object: the
-answer depends only on those two frozen inputs, so this changes nothing but time.
+Each rule reads the provenance record ingest stored for the turn (`stored_record`: carried by a turn read from
+the store, trusted only under the same logic version, pack digest and turn fields), so a run does not scan and
+measure every text again; without one it calls the pure provenance functions (`segment_turn`, `coverage`,
+`scan_turn`) with the context's pack. Several data read the same coverage, so the last few computed results are
+remembered per (turn, pack) object: the answer depends only on those two frozen inputs, so this changes nothing
+but time.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from agent_factory.evaluators.provenance import (
     Coverage,
     FieldCoverage,
     InjectionFlag,
+    SegmentResult,
     coverage,
     scan_turn,
     segment_turn,
+    stored_record,
 )
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -50,13 +55,26 @@ def _memo(what: str, turn: Turn, pack: KnowledgePack, make: Callable[[], T]) -> 
 
 
 def turn_coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
-    """`coverage(turn, pack)`, computed once for the data of one turn."""
+    """`coverage(turn, pack)`: the one ingest stored, if the turn carries it and it still holds; otherwise
+    computed once for the data of one turn."""
+    rec = stored_record(turn, pack)
+    if rec is not None:
+        return rec.coverage
     return _memo("coverage", turn, pack, lambda: coverage(turn, pack))
 
 
 def turn_flags(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
-    """`scan_turn(turn, pack)`, computed once for the data of one turn."""
+    """`scan_turn(turn, pack)`: stored by ingest, or computed once for the data of one turn (as coverage)."""
+    rec = stored_record(turn, pack)
+    if rec is not None:
+        return list(rec.injections)
     return _memo("flags", turn, pack, lambda: scan_turn(turn, pack))
+
+
+def turn_segment(turn: Turn, pack: KnowledgePack) -> SegmentResult:
+    """`segment_turn(turn, pack)`: stored by ingest, or computed."""
+    rec = stored_record(turn, pack)
+    return rec.segment if rec is not None else segment_turn(turn, pack)
 
 
 def _pointer(fc: FieldCoverage) -> EvidencePointer:
@@ -76,7 +94,7 @@ def segment(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Fact: the turn's segment; evidence: the satisfied conditions of the matching rule."""
     if not isinstance(unit, Turn):
         return _wrong_unit(unit)
-    seg = segment_turn(unit, ctx.pack)
+    seg = turn_segment(unit, ctx.pack)
     why = f"rule {seg.rule}" if seg.rule else "no segmentation rule matched"
     return RuleAnswer("yes", fact=seg.segment, evidence=tuple(e.pointer for e in seg.evidence), reason=why)
 
