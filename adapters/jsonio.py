@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import ijson
+import orjson
 from pydantic import Field
 
 from agent_factory.adapters.base import Quarantine
@@ -39,6 +40,7 @@ CUT_MARKER = "[agent-factory: {cut} of {total} characters cut here at ingest]"
 CUT_PATTERN = re.compile(r"\[agent-factory: (\d+) of (\d+) characters cut here at ingest\]")
 """Finds a cut marker; group 1 is the characters cut, group 2 the field's original length."""
 
+_LONG_DIGITS = re.compile(r"[0-9]{18}")
 _NAN_KEY = re.compile(r'"([^"\\]{1,200})"\s*:\s*(?:-?NaN|-?Infinity)\b')
 
 
@@ -181,6 +183,15 @@ def _nan_field(text: str) -> str | None:
 
 def parse_json_text(text: str, *, source: str, location: str) -> Any | Quarantine:
     """Parse one JSON text strictly (no bare NaN / Infinity); a `Quarantine` on failure."""
+    try:
+        # orjson parses a valid text to the very values `json` gives, several times faster; whatever it
+        # refuses (bare NaN, lone surrogate escapes, any syntax error) goes to `json`, which accepts or reports
+        # it exactly as before. So does a text with a run of 18 digits or more: orjson reads an integer past
+        # 64 bits as a float, where `json` keeps it exact.
+        if _LONG_DIGITS.search(text) is None:
+            return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        pass
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except _BareConstant as e:

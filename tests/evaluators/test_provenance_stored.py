@@ -10,12 +10,7 @@ from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.components.provenance import DEFINITIONS
 from agent_factory.evaluators.components.provenance.definitions import EVIDENCE_COMPLETE, INJECTION_FLAGGED
 from agent_factory.evaluators.core.registry import RuleContext, get_rule
-from agent_factory.evaluators.provenance import (
-    InjectionFlag,
-    attach_record,
-    provenance_record,
-    stored_record,
-)
+from agent_factory.evaluators.provenance import InjectionFlag, attach_record, provenance_record, stored_record
 from agent_factory.factory.ingest import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
