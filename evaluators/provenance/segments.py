@@ -7,7 +7,7 @@ none matches. Only `real` is analysed; the result records which rule matched and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -73,6 +73,18 @@ def lookup(attributes: Mapping[str, Any], key: str) -> Any:
             if found is not _MISSING:
                 return found
     return _MISSING
+
+
+_PLAIN = frozenset({str, int, float, bool, list, type(None)})
+
+
+def lookup_in(attributes: Mapping[str, Any]) -> Callable[[str], Any]:
+    """`lookup` bound to `attributes`, for many keys of one map: a flat map (no nested mapping, the common case)
+    is read with `get`, which is what `lookup` finds there."""
+    if all(type(v) in _PLAIN or not isinstance(v, Mapping) for v in attributes.values()):
+        get = attributes.get
+        return lambda key: get(key, _MISSING)
+    return lambda key: lookup(attributes, key)
 
 
 def _find_attribute(turn: Turn, key: str) -> tuple[str, Any]:

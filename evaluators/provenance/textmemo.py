@@ -21,7 +21,7 @@ class TextMemo(Generic[T]):
 
     __slots__ = ("max_entries", "max_chars", "_chars", "_kept")
 
-    def __init__(self, *, max_entries: int = 50_000, max_chars: int = 32_000_000) -> None:
+    def __init__(self, *, max_entries: int = 50_000, max_chars: int = 8_000_000) -> None:
         self.max_entries, self.max_chars = max_entries, max_chars
         self._chars = 0
         self._kept: dict[tuple[Hashable, str], T] = {}
