@@ -18,6 +18,7 @@ from agent_factory.adapters.jsonio import (
     iter_json_array,
     iter_json_lines,
     limit_record,
+    loads,
     parse_json_text,
     reading,
 )
@@ -140,4 +141,4 @@ def test_lines_parse_to_the_values_json_gives(text: str) -> None:
     """The fast parser's values are `json`'s, types included (an integer past 64 bits stays an exact int)."""
     got = parse_json_text(text, source="s", location="line 1")
     want = json.loads(text)
-    assert repr(got) == repr(want)
+    assert repr(got) == repr(want) == repr(loads(text)) == repr(loads(text.encode("utf-8", "surrogatepass")))
