@@ -13,6 +13,7 @@ from agent_factory.evaluators.provenance.record import (
     ProvenanceRecord,
     attach_record,
     provenance_record,
+    stored_json,
     stored_record,
 )
 from agent_factory.evaluators.provenance.segments import SegmentEvidence, SegmentResult, segment_turn
@@ -20,6 +21,7 @@ from agent_factory.evaluators.provenance.segments import SegmentEvidence, Segmen
 __all__ = [
     "VERSION",
     "attach_record",
+    "stored_json",
     "stored_record",
     "Coverage",
     "FieldCoverage",

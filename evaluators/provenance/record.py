@@ -6,8 +6,11 @@ coverage before trusting a turn's evidence.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
+from agent_factory.adapters.jsonio import loads
 from agent_factory.adapters.model import Stored, Turn
 from agent_factory.digest import stable_id
 
@@ -89,21 +92,35 @@ def attach_record(turn: Turn, record_json: str) -> Turn:
     return turn
 
 
-def stored_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord | None:
-    """The record ingest stored for `turn`, if it carries one that still holds: made by this provenance logic
-    (`VERSION`) under this very pack (its digest), for this turn with the fields it has now. None otherwise:
-    the caller computes it afresh (`provenance_record`), which gives what a fresh ingest would store."""
-    st = turn._stored
+def stored_json(turn: Turn, pack: KnowledgePack) -> dict[str, Any] | None:
+    """The record ingest stored for `turn` as parsed JSON, if the turn carries one that still holds: made by this
+    provenance logic (`VERSION`) under this very pack (its digest), for this turn with the fields it has now.
+    None otherwise: the caller computes it afresh (`provenance_record`), which gives what a fresh ingest would
+    store. Parsed once per turn."""
+    private = turn.__pydantic_private__
+    st = private.get("_stored") if private else None
     if st is None or not st.matches(_inputs(turn)):
         return None
     rec = st.payload
     if isinstance(rec, str):
         try:
-            rec = ProvenanceRecord.model_validate_json(rec)
-        except ValidationError:  # written by another version of the record's schema: not this logic's
+            rec = loads(rec)
+        except ValueError:
             rec = None
         st.payload = rec
-    if not isinstance(rec, ProvenanceRecord) or rec.version != VERSION or rec.turn_id != turn.id \
-            or rec.pack_digest != pack.digest():
+    if not isinstance(rec, dict) or rec.get("version") != VERSION or rec.get("turn_id") != turn.id \
+            or rec.get("pack_digest") != pack.digest():
         return None
     return rec
+
+
+def stored_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord | None:
+    """The record ingest stored for `turn`, as `stored_json` finds it, as a model; None if there is none that
+    holds (or it is of another shape)."""
+    rec = stored_json(turn, pack)
+    if rec is None:
+        return None
+    try:
+        return ProvenanceRecord.model_validate(rec)
+    except ValidationError:  # written by another version of the record's schema: not this logic's
+        return None
