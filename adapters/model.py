@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from agent_factory.frozen import Frozen
 
@@ -147,6 +147,36 @@ class Turn(Frozen):
     """The span tree, in source order; parents precede children where the source allows."""
     attributes: dict[str, Any] = Field(default_factory=dict)
     """Turn-level source attributes (account type, request source, ...)."""
+    _stored: Stored | None = PrivateAttr(default=None)
+    # What ingest established about the turn and stored beside it (its provenance record), attached when the
+    # store reads the turn back so no run computes it again. Not the turn's data: not dumped, hashed or compared.
+
+
+class Stored:
+    """Something computed from a unit at ingest and read back with it, with the inputs it was computed from.
+
+    `inputs` holds the unit's field values (the objects themselves) that the result depends on; a reader
+    trusts `payload` only for a unit whose fields are still those (`matches`): a copy with one of them changed
+    (`model_copy(update=...)`) computes afresh. Equal to any other `Stored` and to None, so attaching one never
+    makes two units unequal.
+    """
+
+    __slots__ = ("payload", "inputs")
+
+    def __init__(self, payload: Any, inputs: tuple[Any, ...]) -> None:
+        self.payload = payload
+        """As stored (JSON text), or parsed by its reader on first use (kept, so it is parsed once)."""
+        self.inputs = inputs
+
+    def matches(self, inputs: tuple[Any, ...]) -> bool:
+        """Whether the unit's current field values are the ones the payload was computed from."""
+        return len(inputs) == len(self.inputs) and all(
+            a is b or a == b for a, b in zip(self.inputs, inputs, strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        return other is None or isinstance(other, Stored)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 class Conversation(Frozen):

@@ -33,9 +33,12 @@ MAX_REPORTED_ERRORS = 1000
 
 
 class _Rows:
-    """One set of row batches: the file's stream, or the rows written in its closing transaction."""
+    """One set of row batches: the file's stream, or the rows written in its closing transaction.
 
-    def __init__(self, store: Store, *, size: int = 20_000) -> None:
+    Batches of 4,000 rows: a turn's rows carry its texts and its provenance record (kilobytes each), and larger
+    batches held hundreds of megabytes in Python before each append."""
+
+    def __init__(self, store: Store, *, size: int = 4_000) -> None:
         self.spans = Batch(store, "spans", size=size)
         self.turns = Batch(store, "turns", size=size)
         self.provenance = Batch(store, "provenance", size=size)
@@ -60,7 +63,7 @@ class FileWriter:
         self.late = _Rows(store, size=1 << 62)  # flushed only inside the closing transaction
         self.conversations = Batch(store, "conversations")
         self.events = Batch(store, "events")
-        self.staged = Batch(store, "staged_spans")
+        self.staged = Batch(store, "staged_spans", size=4_000)
         self.quarantine = Batch(store, "quarantine")
         self.accepted = 0
         self.quarantined = 0

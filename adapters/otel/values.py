@@ -53,6 +53,9 @@ def flatten(attrs: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     for k, v in attrs.items():
+        if type(v) is str and type(k) is str and not prefix:  # the common case, as the general one would do it
+            out[k] = v
+            continue
         key = f"{prefix}{k}"
         if isinstance(v, dict) and v:
             out.update(flatten(v, f"{key}."))
@@ -132,6 +135,11 @@ def decode_key_values(items: Any, prefix: str = "") -> dict[str, Any]:
         raise AttributeValueError(prefix, f"attributes must be a list of key/value objects, got {type(items).__name__}")
     out: dict[str, Any] = {}
     for i, item in enumerate(items):
+        # The common case first (a string attribute), with the result the general path below gives it.
+        if type(item) is dict and type(key := item.get("key")) is str and type(value := item.get("value")) is dict \
+                and len(value) == 1 and type(text := value.get("stringValue")) is str:
+            out[key] = text
+            continue
         where = f"{prefix}[{i}]" if prefix else f"[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise AttributeValueError(where, "attribute must be an object with a string `key`")

@@ -8,11 +8,21 @@ that its results record.
 
 from agent_factory.evaluators.provenance.attacks import InjectionFlag, find_injections, scan_turn
 from agent_factory.evaluators.provenance.coverage import Coverage, FieldCoverage, coverage
-from agent_factory.evaluators.provenance.record import VERSION, ProvenanceRecord, provenance_record
+from agent_factory.evaluators.provenance.record import (
+    VERSION,
+    ProvenanceRecord,
+    attach_record,
+    provenance_record,
+    stored_json,
+    stored_record,
+)
 from agent_factory.evaluators.provenance.segments import SegmentEvidence, SegmentResult, segment_turn
 
 __all__ = [
     "VERSION",
+    "attach_record",
+    "stored_json",
+    "stored_record",
     "Coverage",
     "FieldCoverage",
     "InjectionFlag",

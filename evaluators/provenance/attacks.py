@@ -17,6 +17,7 @@ from __future__ import annotations
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.prefilter import Prefilter
+from agent_factory.evaluators.provenance.textmemo import TextMemo
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
 
@@ -65,16 +66,12 @@ def _plan(pack: KnowledgePack) -> tuple[tuple[tuple[str, LexiconPattern], ...], 
     return plan
 
 
-def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
-    """Flags for every injection pattern of `pack` found in `text`, ordered by position then pack order.
-
-    A match lying within another's range is not flagged again ("evaluator" inside "Note to the evaluator:");
-    of two matches of the very same range, the first pattern's (in language then pack order) is kept.
-    """
-    if not text:
-        return []
+def _matches(text: str, plan_key: str, entries_prefilter: tuple[tuple[tuple[str, LexiconPattern], ...], Prefilter]
+             ) -> tuple[tuple[int, int, int], ...]:
+    """(start, end, pattern order) of the kept matches in original `text`, by position: depends on the text and the
+    pack's plan only, so it is kept per distinct text (`_SCANS`)."""
+    _entries, prefilter = entries_prefilter
     norm = _norm.normalize(text, decode=True)
-    entries, prefilter = _plan(pack)
     matches: list[tuple[int, int, int]] = []
     for order, spans in prefilter.matches(norm.text):
         for ms, me in spans:
@@ -84,8 +81,26 @@ def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack)
     for start, end, order in sorted(matches, key=lambda m: (m[0], -m[1], m[2])):  # outer ranges first
         if not any(s <= start and end <= e for s, e, _ in kept):
             kept.append((start, end, order))
+    return tuple(sorted(kept))
+
+
+_SCANS: TextMemo[tuple[tuple[int, int, int], ...]] = TextMemo()
+
+
+def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
+    """Flags for every injection pattern of `pack` found in `text`, ordered by position then pack order.
+
+    A match lying within another's range is not flagged again ("evaluator" inside "Note to the evaluator:");
+    of two matches of the very same range, the first pattern's (in language then pack order) is kept.
+    """
+    if not text:
+        return []
+    key = pack.digest()
+    plan = _plan(pack)
+    kept = _SCANS.get(key, text, lambda: _matches(text, key, plan))
+    entries = plan[0]
     flags: list[InjectionFlag] = []
-    for start, end, order in sorted(kept):
+    for start, end, order in kept:
         language, entry = entries[order]
         flags.append(InjectionFlag(
             language=language,

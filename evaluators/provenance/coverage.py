@@ -17,7 +17,7 @@ names its source. Every incomplete field carries the pointer to its gap.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from pydantic import Field
@@ -33,7 +33,8 @@ from agent_factory.adapters.assemble import (
 from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
 from agent_factory.evaluators.provenance import normalize as _norm
-from agent_factory.evaluators.provenance.segments import lookup
+from agent_factory.evaluators.provenance.segments import lookup, lookup_in
+from agent_factory.evaluators.provenance.textmemo import TextMemo
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -113,9 +114,9 @@ class Coverage(Frozen):
     """Version of the coverage logic."""
 
 
-def _declared(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int | None, str | None]:
+def _declared(get: Callable[[str], Any], keys: tuple[str, ...]) -> tuple[int | None, str | None]:
     for key in keys:
-        value = lookup(attributes, key)
+        value = get(key)
         if isinstance(value, bool):
             continue
         if isinstance(value, str) and value.strip().isdigit():
@@ -125,10 +126,10 @@ def _declared(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> tuple[int
     return None, None
 
 
-def _finish_length(attributes: Mapping[str, Any]) -> bool:
+def _finish_length(get: Callable[[str], Any]) -> bool:
     # The keys turn assembly reads (`adapters.assemble.FINISH_KEYS`), looked up flat or nested.
     for key in FINISH_KEYS:
-        value = lookup(attributes, key)
+        value = get(key)
         values = value if isinstance(value, list | tuple) else [value]
         if any(isinstance(v, str) and v.strip().lower() in TRUNCATION_FINISH for v in values):
             return True
@@ -172,6 +173,25 @@ def _marker(text: str, markers: tuple[str, ...], inside_markers: tuple[str, ...]
     return (inside, "marker_inside") if inside is not None else (None, None)
 
 
+_TEXT_FACTS: TextMemo[tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]] = TextMemo()
+
+
+def _text_facts(text: str, pack: KnowledgePack
+                ) -> tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]:
+    """The ingest cut and the truncation marker of a text: they depend on the text and the pack's markers only,
+    so each distinct text is read once."""
+    hit = _MARKERS.get(id(pack))
+    if hit is None or hit[0] is not pack:
+        if len(_MARKERS) > 16:
+            _MARKERS.clear()
+        hit = _MARKERS[id(pack)] = (pack, (pack.truncation_markers(), pack.truncation_markers(inside=True)))
+    key = hit[1]
+    return _TEXT_FACTS.get(key, text, lambda: (_ingest_cut(text), _marker(text, *key)))
+
+
+_MARKERS: dict[int, tuple[KnowledgePack, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+
+
 def field_coverage(
     text: str | None,
     *,
@@ -191,10 +211,11 @@ def field_coverage(
     `required` is the pack's requirement; `waived_by` lifts it."""
     state: FieldState = "missing" if text is None else ("empty" if not text.strip() else "present")
     chars = 0 if text is None else len(text)
-    declared, declared_by = _declared(attributes, pack.coverage.length_keys.get(field, ()))
+    get = lookup_in(attributes)
+    declared, declared_by = _declared(get, pack.coverage.length_keys.get(field, ()))
     reasons: list[TruncationReason] = []
     gap: tuple[int, int] | None = None
-    cut = _ingest_cut(text) if text else None
+    cut, (marker, why) = _text_facts(text, pack) if text else (None, (None, None))
     if cut is not None:
         reasons.append("cut_at_ingest")
         gap = cut[:2]
@@ -202,12 +223,10 @@ def field_coverage(
             declared, declared_by = cut[2], "ingest"
     if declared is not None and text is not None and declared > chars and cut is None:
         reasons.append("declared_shorter")
-    marker, why = (_marker(text, pack.truncation_markers(), pack.truncation_markers(inside=True)) if text
-                   else (None, None))
     if why is not None:
         reasons.append(why)
         gap = gap or _marker_range(text or "", marker or "")
-    if finish_applies and _finish_length(attributes):
+    if finish_applies and _finish_length(get):
         reasons.append("finish_length")
     if delivery_truncated:
         reasons.append("delivery_truncated")

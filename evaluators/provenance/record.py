@@ -6,7 +6,12 @@ coverage before trusting a turn's evidence.
 
 from __future__ import annotations
 
-from agent_factory.adapters.model import Turn
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent_factory.adapters.jsonio import loads
+from agent_factory.adapters.model import Stored, Turn
 from agent_factory.digest import stable_id
 
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
@@ -69,3 +74,53 @@ def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
         attacked=bool(flags),
         usable=not seg.excluded and not flags,
     )
+
+
+INPUTS = ("id", "user_id", "request", "answer", "delivery", "attributes", "spans")
+"""The turn's fields a provenance record is computed from (segment, coverage, injection scan and endings read
+nothing else): a stored record holds for a turn read back with these unchanged."""
+
+
+def _inputs(turn: Turn) -> tuple[object, ...]:
+    d = turn.__dict__
+    return tuple(d[f] for f in INPUTS)
+
+
+def attach_record(turn: Turn, record_json: str) -> Turn:
+    """`turn` (the same object) carrying the provenance record ingest stored for it, as JSON; read lazily."""
+    turn._stored = Stored(record_json, _inputs(turn))
+    return turn
+
+
+def stored_json(turn: Turn, pack: KnowledgePack) -> dict[str, Any] | None:
+    """The record ingest stored for `turn` as parsed JSON, if the turn carries one that still holds: made by this
+    provenance logic (`VERSION`) under this very pack (its digest), for this turn with the fields it has now.
+    None otherwise: the caller computes it afresh (`provenance_record`), which gives what a fresh ingest would
+    store. Parsed once per turn."""
+    private = turn.__pydantic_private__
+    st = private.get("_stored") if private else None
+    if st is None or not st.matches(_inputs(turn)):
+        return None
+    rec = st.payload
+    if isinstance(rec, str):
+        try:
+            rec = loads(rec)
+        except ValueError:
+            rec = None
+        st.payload = rec
+    if not isinstance(rec, dict) or rec.get("version") != VERSION or rec.get("turn_id") != turn.id \
+            or rec.get("pack_digest") != pack.digest():
+        return None
+    return rec
+
+
+def stored_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord | None:
+    """The record ingest stored for `turn`, as `stored_json` finds it, as a model; None if there is none that
+    holds (or it is of another shape)."""
+    rec = stored_json(turn, pack)
+    if rec is None:
+        return None
+    try:
+        return ProvenanceRecord.model_validate(rec)
+    except ValidationError:  # written by another version of the record's schema: not this logic's
+        return None

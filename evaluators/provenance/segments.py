@@ -7,7 +7,8 @@ none matches. Only `real` is analysed; the result records which rule matched and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, Literal
 
 from agent_factory.adapters.model import EvidencePointer, Turn
@@ -54,19 +55,36 @@ class SegmentResult(Frozen):
     """Version of the segmentation logic."""
 
 
+@lru_cache(maxsize=4096)
+def _splits(key: str) -> tuple[tuple[str, str], ...]:
+    """(head, rest) of each split of a dotted key, longest head first (keys are few: the pack's and the adapters')."""
+    parts = key.split(".")
+    return tuple((".".join(parts[:i]), ".".join(parts[i:])) for i in range(len(parts) - 1, 0, -1))
+
+
 def lookup(attributes: Mapping[str, Any], key: str) -> Any:
     """The value of a dotted `key` in attributes stored flat (`{"user.id": ..}`), nested, or mixed; or _MISSING."""
     if key in attributes:
         return attributes[key]
-    parts = key.split(".")
-    for i in range(len(parts) - 1, 0, -1):
-        head = ".".join(parts[:i])
+    for head, rest in _splits(key):
         sub = attributes.get(head)
         if isinstance(sub, Mapping):
-            found = lookup(sub, ".".join(parts[i:]))
+            found = lookup(sub, rest)
             if found is not _MISSING:
                 return found
     return _MISSING
+
+
+_PLAIN = frozenset({str, int, float, bool, list, type(None)})
+
+
+def lookup_in(attributes: Mapping[str, Any]) -> Callable[[str], Any]:
+    """`lookup` bound to `attributes`, for many keys of one map: a flat map (no nested mapping, the common case)
+    is read with `get`, which is what `lookup` finds there."""
+    if all(type(v) in _PLAIN or not isinstance(v, Mapping) for v in attributes.values()):
+        get = attributes.get
+        return lambda key: get(key, _MISSING)
+    return lambda key: lookup(attributes, key)
 
 
 def _find_attribute(turn: Turn, key: str) -> tuple[str, Any]:

@@ -21,6 +21,7 @@ import duckdb
 
 from agent_factory.adapters.model import OutcomeEvent, Span, Turn
 from agent_factory.errors import StoreError
+from agent_factory.evaluators.provenance.record import attach_record
 from agent_factory.factory.store.rows import event_from_row, fetch_dicts, span_from_row, turn_from_row
 from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
@@ -227,7 +228,9 @@ class Store:
         )
         # A cursor of its own: the caller may write on the main connection while this one is read.
         cur = self.con.cursor()
-        cur.execute(f"SELECT t.* FROM turns t {where} ORDER BY {order_by}", params)
+        # The provenance record ingest stored travels with its turn (`attach_record`): no run recomputes it.
+        cur.execute(f"SELECT t.*, p.record AS provenance_record FROM turns t LEFT JOIN provenance p"
+                    f" ON p.turn_id = t.id {where} ORDER BY {order_by}", params)
         while turn_rows := fetch_dicts(cur, batch=batch):
             ids = [r["id"] for r in turn_rows]
             spans: dict[str, list[Span]] = {i: [] for i in ids}
@@ -236,7 +239,10 @@ class Store:
             for row in fetch_dicts(sc):
                 spans[row["turn_id"]].append(span_from_row(row))
             for r in turn_rows:
-                yield turn_from_row(r, tuple(spans[r["id"]])), r["segment"]
+                turn = turn_from_row(r, tuple(spans[r["id"]]))
+                if r["provenance_record"] is not None:
+                    attach_record(turn, r["provenance_record"])
+                yield turn, r["segment"]
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""

@@ -23,17 +23,25 @@ def shared_traces(store: Store, source_id: str) -> set[str]:
         " OR EXISTS (SELECT 1 FROM spans t WHERE t.trace_id = s.trace_id))", sid + sid).fetchall()}
 
 
-def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000) -> Iterator[Span]:
+def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000) -> Iterator[Span]:
     """The file's staged spans in trace order, then arrival order.
 
     Staged rows are committed, so a cursor of its own (another connection) streams them while the store's
-    connection writes the turns; DuckDB's sort spills to disk, Python holds one page."""
+    connection writes the turns; Python holds one page. The spans are read `traces` traces at a time (ranges
+    of trace ids): one sort of the whole file's spans would hold DuckDB's memory while the turns are written,
+    and a file ten times the default simulation ran out of it."""
     cur = store.con.cursor()
     try:
-        cur.execute("SELECT * FROM staged_spans WHERE source_id = ? ORDER BY trace_id, seq", [source_id])
-        while rows := fetch_dicts(cur, batch=batch):
-            for r in rows:
-                yield span_from_row(r)
+        cur.execute(
+            "SELECT min(trace_id), max(trace_id) FROM (SELECT trace_id, (row_number() OVER (ORDER BY trace_id) - 1)"
+            " // ? AS part FROM (SELECT DISTINCT trace_id FROM staged_spans WHERE source_id = ?)) GROUP BY part"
+            " ORDER BY 1", [traces, source_id])
+        for lo, hi in cur.fetchall():
+            cur.execute("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
+                        " ORDER BY trace_id, seq", [source_id, lo, hi])
+            while rows := fetch_dicts(cur, batch=batch):
+                for r in rows:
+                    yield span_from_row(r)
     finally:
         cur.close()
 

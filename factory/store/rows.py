@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import pyarrow as pa
 
+from agent_factory.adapters.jsonio import loads
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 from agent_factory.factory.store.schema import REPLACE_ON_CONFLICT, SPAN_COLUMNS, TABLES
 
@@ -67,7 +68,7 @@ def span_from_row(row: dict[str, Any]) -> Span:
         id=row["id"], trace_id=row["trace_id"], parent_id=row["parent_id"], kind=row["kind"], name=row["name"],
         input=row["input"], output=row["output"], status=row["status"], error=row["error"],
         start=row["start_time"], end=row["end_time"], duration_ms=row["duration_ms"], model=row["model"],
-        tokens=tokens, attributes=json.loads(row["attributes"]),
+        tokens=tokens, attributes=loads(row["attributes"]),
     )
 
 
@@ -77,7 +78,7 @@ def turn_from_row(r: dict[str, Any], spans: tuple[Span, ...]) -> Turn:
         id=r["id"], conversation_id=r["conversation_id"], user_id=r["user_id"], index=r["idx"],
         request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
         start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
-        spans=spans, attributes=json.loads(r["attributes"]),
+        spans=spans, attributes=loads(r["attributes"]),
     )
 
 
@@ -85,7 +86,7 @@ def event_from_row(row: dict[str, Any]) -> OutcomeEvent:
     """The outcome event an `events` row holds."""
     return OutcomeEvent(
         id=row["id"], kind=row["kind"], user_id=row["user_id"], conversation_id=row["conversation_id"],
-        time=row["time"], value=json.loads(row["value"]), attributes=json.loads(row["attributes"]),
+        time=row["time"], value=json.loads(row["value"]), attributes=loads(row["attributes"]),
     )
 
 

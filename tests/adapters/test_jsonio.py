@@ -18,6 +18,8 @@ from agent_factory.adapters.jsonio import (
     iter_json_array,
     iter_json_lines,
     limit_record,
+    loads,
+    parse_json_text,
     reading,
 )
 from agent_factory.adapters.model import Span
@@ -127,3 +129,16 @@ def test_a_record_nested_too_deeply_to_walk_is_quarantined_and_reading_goes_on(t
     got = list(iter_json_array(path))
     assert [g[0] if isinstance(g, tuple) else g.message for g in got] == [
         "record 0", "JSON nested too deeply", "record 2"]
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "a": 2, "b": [1.0, -0.0, 0.1, 1E5, 5e-324, 1.7976931348623157e308]}',
+    '[9223372036854775807, -9223372036854775808, 18446744073709551615, 18446744073709551616, 123456789012345678901]',
+    '{"big": 1e400, "tiny": 1.00000000000000000000001}',
+    r'["\ud83d\ude00", "\ud800", "\u0000", "é", "\ufeff"]',
+])
+def test_lines_parse_to_the_values_json_gives(text: str) -> None:
+    """The fast parser's values are `json`'s, types included (an integer past 64 bits stays an exact int)."""
+    got = parse_json_text(text, source="s", location="line 1")
+    want = json.loads(text)
+    assert repr(got) == repr(want) == repr(loads(text)) == repr(loads(text.encode("utf-8", "surrogatepass")))

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from agent_factory.adapters.model import Span
 from agent_factory.factory.ingest import ingest_paths
-from agent_factory.factory.store import Store
+from agent_factory.factory.store import Batch, Store, span_row
+from agent_factory.factory.store.ingest import iter_staged_spans
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import REPO
 
@@ -129,3 +131,17 @@ def test_a_directory_ignore_file_keeps_listed_files_out(tmp_path: Path) -> None:
     assert expand_paths([d]) == [d / "a.jsonl"]
     # A file named on the command line is read whatever an ignore file says.
     assert expand_paths([d / "labels.jsonl"]) == [d / "labels.jsonl"]
+
+
+def test_staged_spans_come_back_by_trace_then_arrival_in_any_slicing(tmp_path: Path) -> None:
+    arrivals = [("t3", "a"), ("t1", "b"), ("t3", "c"), ("t2", "d"), ("t1", "e"), ("t4", "f"), ("t2", "g")]
+    with Store(tmp_path / "s.duckdb") as st:
+        staged = Batch(st, "staged_spans")
+        for seq, (trace, sid) in enumerate(arrivals):
+            staged.add(span_row(Span(id=sid, trace_id=trace), seq=seq, source_id="src"))
+        staged.flush()
+        want = [(t, s) for t, s in sorted(arrivals, key=lambda a: (a[0], arrivals.index(a)))]
+        for traces in (1, 2, 3, 100):
+            got = [(s.trace_id, s.id) for s in iter_staged_spans(st, "src", traces=traces, batch=2)]
+            assert got == want, traces
+        assert list(iter_staged_spans(st, "other")) == []

@@ -1,14 +1,17 @@
 """Provenance rules: a turn's segment, evidence coverage and injection flags as atomic data.
 
-Each rule calls the pure provenance functions (`segment_turn`, `coverage`, `scan_turn`) with the context's pack.
-Several data read the same coverage, so the last few results are remembered per (turn, pack) object: the
-answer depends only on those two frozen inputs, so this changes nothing but time.
+Each rule reads the provenance record ingest stored for the turn (`stored_json`: carried by a turn read from
+the store, trusted only under the same logic version, pack digest and turn fields), so a run does not scan and
+measure every text again, nor build the record's models; without one it calls the pure provenance functions
+(`segment_turn`, `coverage`, `scan_turn`) with the context's pack. Both give the same answers. Several data read
+the same provenance, so the last few results are remembered per (turn, pack) object: the answer depends only on
+those two frozen inputs, so this changes nothing but time.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.components.provenance.definitions import (
@@ -21,11 +24,12 @@ from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
 from agent_factory.evaluators.provenance import VERSION as PROVENANCE_VERSION
 from agent_factory.evaluators.provenance import (
     Coverage,
-    FieldCoverage,
     InjectionFlag,
     coverage,
     scan_turn,
     segment_turn,
+    stored_json,
+    stored_record,
 )
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -50,20 +54,86 @@ def _memo(what: str, turn: Turn, pack: KnowledgePack, make: Callable[[], T]) -> 
 
 
 def turn_coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
-    """`coverage(turn, pack)`, computed once for the data of one turn."""
+    """`coverage(turn, pack)`: the one ingest stored, if the turn carries it and it still holds; otherwise
+    computed once for the data of one turn."""
+    rec = stored_record(turn, pack)
+    if rec is not None:
+        return rec.coverage
     return _memo("coverage", turn, pack, lambda: coverage(turn, pack))
 
 
 def turn_flags(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
-    """`scan_turn(turn, pack)`, computed once for the data of one turn."""
+    """`scan_turn(turn, pack)`: stored by ingest, or computed once for the data of one turn (as coverage)."""
+    rec = stored_record(turn, pack)
+    if rec is not None:
+        return list(rec.injections)
     return _memo("flags", turn, pack, lambda: scan_turn(turn, pack))
 
 
-def _pointer(fc: FieldCoverage) -> EvidencePointer:
+class _Field(NamedTuple):
+    """What the coverage rules read of one field's coverage (`FieldCoverage`)."""
+
+    label: str
+    field: str
+    unit_id: str
+    chars: int
+    complete: bool
+    reasons: tuple[str, ...]
+    state: str
+
+
+class _Read(NamedTuple):
+    """What the rules read of a turn's provenance record: fields, flags (pattern id, pointer) and segment."""
+
+    fields: tuple[_Field, ...]
+    flags: tuple[tuple[str, EvidencePointer], ...]
+    segment: str
+    rule: str | None
+    segment_evidence: tuple[EvidencePointer, ...]
+
+
+def _from_json(rec: dict[str, Any]) -> _Read:
+    """The parts of a stored record (its JSON) the rules read; no model is built but the evidence pointers.
+    Raises KeyError / TypeError on a record of another shape."""
+    seg = rec["segment"]
+    return _Read(
+        tuple(_Field(f["label"], f["field"], f["unit_id"], f["chars"], f["complete"], tuple(f["reasons"]),
+                     f["state"]) for f in rec["coverage"]["fields"]),
+        tuple((f["pattern_id"], EvidencePointer(**f["pointer"])) for f in rec["injections"]),
+        seg["segment"], seg["rule"], tuple(EvidencePointer(**e["pointer"]) for e in seg["evidence"]),
+    )
+
+
+def _computed(turn: Turn, pack: KnowledgePack) -> _Read:
+    seg = segment_turn(turn, pack)
+    return _Read(
+        tuple(_Field(f.label, f.field, f.unit_id, f.chars, f.complete, f.reasons, f.state)
+              for f in turn_coverage(turn, pack).fields),
+        tuple((f.pattern_id, f.pointer) for f in turn_flags(turn, pack)),
+        seg.segment, seg.rule, tuple(e.pointer for e in seg.evidence),
+    )
+
+
+def _read(turn: Turn, pack: KnowledgePack) -> _Read:
+    """The turn's provenance as the rules read it: from the record ingest stored while it holds (parsed once
+    per turn, without building its models), else computed; the same either way."""
+    def make() -> _Read:
+        rec = stored_json(turn, pack)
+        if rec is not None:
+            try:
+                return _from_json(rec)
+            except (KeyError, TypeError, ValueError):  # a record of another shape: compute afresh
+                pass
+        return _computed(turn, pack)
+
+    return _memo("read", turn, pack, make)
+
+
+def _pointer(fc: _Field) -> EvidencePointer:
     return EvidencePointer(unit_id=fc.unit_id, field=fc.field, start=0, end=fc.chars)
 
 
-def _why(fc: FieldCoverage) -> str:
+def _why(fc: _Field) -> str:
     return f"{fc.label}: " + (", ".join(fc.reasons) if fc.reasons else f"{fc.state} but required")
 
 
@@ -76,12 +146,12 @@ def segment(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Fact: the turn's segment; evidence: the satisfied conditions of the matching rule."""
     if not isinstance(unit, Turn):
         return _wrong_unit(unit)
-    seg = segment_turn(unit, ctx.pack)
-    why = f"rule {seg.rule}" if seg.rule else "no segmentation rule matched"
-    return RuleAnswer("yes", fact=seg.segment, evidence=tuple(e.pointer for e in seg.evidence), reason=why)
+    read = _read(unit, ctx.pack)
+    why = f"rule {read.rule}" if read.rule else "no segmentation rule matched"
+    return RuleAnswer("yes", fact=read.segment, evidence=read.segment_evidence, reason=why)
 
 
-def _fields_answer(fields: list[FieldCoverage], what: str) -> RuleAnswer:
+def _fields_answer(fields: list[_Field], what: str) -> RuleAnswer:
     if not fields:
         return RuleAnswer("not_applicable", reason=f"no {what}")
     bad = [f for f in fields if not f.complete]
@@ -98,14 +168,14 @@ def evidence_complete(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Every field complete; otherwise the fact lists the incomplete field labels and evidence cites them."""
     if not isinstance(unit, Turn):
         return _wrong_unit(unit)
-    return _fields_answer(list(turn_coverage(unit, ctx.pack).fields), "fields")
+    return _fields_answer(list(_read(unit, ctx.pack).fields), "fields")
 
 
-def _field_rule(name: str, select: Callable[[FieldCoverage], bool], what: str) -> None:
+def _field_rule(name: str, select: Callable[[_Field], bool], what: str) -> None:
     def collect(unit: object, ctx: RuleContext) -> RuleAnswer:
         if not isinstance(unit, Turn):
             return _wrong_unit(unit)
-        return _fields_answer([f for f in turn_coverage(unit, ctx.pack).fields if select(f)], what)
+        return _fields_answer([f for f in _read(unit, ctx.pack).fields if select(f)], what)
 
     collect.__name__ = collect.__qualname__ = name.replace(".", "_")
     collect.__doc__ = f"Completeness of the turn's {what}."
@@ -123,11 +193,11 @@ def injection_flagged(unit: object, ctx: RuleContext) -> RuleAnswer:
     """Yes when any text of the turn matches an injection pattern; the fact lists the pattern ids."""
     if not isinstance(unit, Turn):
         return _wrong_unit(unit)
-    flags = turn_flags(unit, ctx.pack)
+    flags = _read(unit, ctx.pack).flags
     if not flags:
         return RuleAnswer("no", reason="no injection pattern matched")
-    ids = list(dict.fromkeys(f.pattern_id for f in flags))
+    ids = list(dict.fromkeys(pattern for pattern, _pointer in flags))
     return RuleAnswer(
-        "yes", fact=", ".join(ids), evidence=tuple(f.pointer for f in flags[:MAX_EVIDENCE]),
+        "yes", fact=", ".join(ids), evidence=tuple(pointer for _pattern, pointer in flags[:MAX_EVIDENCE]),
         reason=f"{len(flags)} match(es): {', '.join(ids)}",
     )
