@@ -63,6 +63,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1x,10x")
     ap.add_argument("--workdir", type=Path, default=HERE / "out")
+    ap.add_argument("--reuse-ingest", action="store_true",
+                    help="copy the store bench/ingest_bench.py left for a size (store-<size>.duckdb) instead of "
+                         "ingesting the simulation again")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -85,8 +88,12 @@ def main() -> None:
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
-        with Store(store) as st:
-            ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
+        ingested = args.workdir / f"store-{size}.duckdb"
+        if args.reuse_ingest and ingested.exists():
+            shutil.copyfile(ingested, store)
+        else:
+            with Store(store) as st:
+                ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
         for phase in ("cold", "nocache", "full", "same"):
             if phase == "nocache":
                 shutil.rmtree(cache)
