@@ -18,7 +18,8 @@ such a plugin builds on.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from typing import Any
 
 from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
@@ -83,15 +84,19 @@ def _texts(unit: object, fields: tuple[str, ...]) -> Iterator[tuple[str, str, st
                     yield span.id, _FIELD_OF[f], text
 
 
+@lru_cache(maxsize=8192)
+def match_ranges(pattern: str, text: str) -> tuple[tuple[int, int], ...]:
+    """Where a pack regex matches `text`: each non-empty match on the normalized text, as its range in the
+    original. Memoized: a clause's trigger is matched by its trigger and its obligation items, and a lexicon
+    by every clause that names it, over the same texts."""
+    norm = _norm.normalize(text)
+    return tuple(norm.original_range(m.start(), m.end())
+                 for m in compile_pattern(pattern).finditer(norm.text) if m.end() > m.start())
+
+
 def find(pattern: str, text: str, *, unit_id: str, field: str) -> list[EvidencePointer]:
     """Pointers to every match of a pack regex in `text` (matched on normalized text, cited in the original)."""
-    norm = _norm.normalize(text)
-    out = []
-    for m in compile_pattern(pattern).finditer(norm.text):
-        if m.end() > m.start():
-            start, end = norm.original_range(m.start(), m.end())
-            out.append(EvidencePointer(unit_id=unit_id, field=field, start=start, end=end))
-    return out
+    return pointers([(unit_id, field, a, b) for a, b in match_ranges(pattern, text)])
 
 
 def first_match(pattern: str, text: str | None, *, unit_id: str, field: str) -> EvidencePointer | None:
@@ -123,32 +128,47 @@ def is_tool_call(span: Span, names: tuple[str, ...]) -> bool:
     return span.kind == "tool" and ("*" in names or tool_name(span) in names)
 
 
+Hit = tuple[str, str, int, int]
+"""An evidence pointer as a plain tuple (unit id, field, start, end): matched often, cited at most MAX_EVIDENCE
+times, so pointers are built only for what is cited."""
+
+
+def pointers(hits: Sequence[Hit]) -> list[EvidencePointer]:
+    """The pointers of `hits` (valid by construction: no validation per pointer)."""
+    return [EvidencePointer.model_construct(unit_id=u, field=f, start=a, end=b) for u, f, a, b in hits]
+
+
 def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> list[EvidencePointer]:
     """Evidence of every built-in matcher of `cond` that holds in `unit`, in source order; empty: it does not."""
-    hits: list[EvidencePointer] = []
+    return pointers(condition_hits(cond, unit, pack))
+
+
+def condition_hits(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> list[Hit]:
+    """`match_condition` as `Hit` tuples (what the clause rules count, citing the first MAX_EVIDENCE)."""
+    hits: list[Hit] = []
     if cond.lexicon is not None or cond.regex is not None:
         patterns = [cond.regex] if cond.regex is not None else []
         if cond.lexicon is not None:
             lexicons = [getattr(pack.lexicons[lang], cond.lexicon) for lang in sorted(pack.lexicons)]
             patterns += [e.pattern for entries in lexicons for e in entries]
         for unit_id, field, text in _texts(unit, cond.fields):
-            found = [h for p in patterns for h in find(p, text, unit_id=unit_id, field=field)]
-            hits += sorted(found, key=lambda h: (h.start, h.end))
+            found = [(unit_id, field, a, b) for p in patterns for a, b in match_ranges(p, text)]
+            hits += sorted(found, key=lambda h: (h[2], h[3]))
     if cond.tool_names:
-        hits += [whole(s.id, "input", s.input) for s in spans_of(unit) if is_tool_call(s, cond.tool_names)]
+        hits += [(s.id, "input", 0, len(s.input or "")) for s in spans_of(unit) if is_tool_call(s, cond.tool_names)]
     owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
     owners += [(s.id, s.attributes) for s in spans_of(unit)]
     for key in cond.attribute_present:
         for owner, attrs in owners:
             value = lookup(attrs, key)
             if value is not _MISSING and value is not None:
-                hits.append(whole(owner, f"attributes.{key}", str(value)))
+                hits.append((owner, f"attributes.{key}", 0, len(str(value))))
     for key, wanted in cond.attribute_equals.items():
         values: list[tuple[str, str, Any]] = [
             (t.id, "mode", t.mode) for t in _turns(unit) if key == MODE_KEY and t.mode is not None
         ]
         values += [(owner, f"attributes.{key}", lookup(attrs, key)) for owner, attrs in owners]
-        hits += [whole(owner, field, str(value)) for owner, field, value in values if _equals(value, wanted)]
+        hits += [(owner, field, 0, len(str(value))) for owner, field, value in values if _equals(value, wanted)]
     return list(dict.fromkeys(hits))  # the same range found by two patterns is cited once
 
 
@@ -207,10 +227,10 @@ def trigger_answer(clause: Clause, unit: object, ctx: RuleContext) -> RuleAnswer
     """Whether the clause's trigger occurred in `unit`."""
     if clause.trigger.rule is not None:
         return get_rule(clause.trigger.rule)(unit, ctx)
-    hits = match_condition(clause.trigger, unit, ctx.pack)
+    hits = condition_hits(clause.trigger, unit, ctx.pack)
     if not hits:
         return RuleAnswer("no", reason=f"no {', '.join(clause.trigger.matchers())} match")
-    return RuleAnswer("yes", evidence=capped(hits), reason=f"{len(hits)} match(es)")
+    return RuleAnswer("yes", evidence=tuple(pointers(hits[:MAX_EVIDENCE])), reason=f"{len(hits)} match(es)")
 
 
 @rule("conduct.clause_trigger")
@@ -235,7 +255,7 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
         return get_rule(ob.rule)(unit, ctx)
     if not ob.rule_checkable():
         return RuleAnswer(None, reason="obligation is judged by a model")
-    hits = match_condition(ob, unit, ctx.pack)
+    hits = pointers(condition_hits(ob, unit, ctx.pack)[:MAX_EVIDENCE])
     held = not hits if clause.kind == "must_not" else bool(hits)
     if held:
         evidence = capped(hits) if hits else trig.evidence
