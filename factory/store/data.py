@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -30,7 +31,9 @@ def datum_row(d: AtomicDatum, *, run_id: str) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=65536)
 def _text(s: str) -> str:
+    # Memoized: a datum's evidence cites the same unit ids and field names over and over.
     return json.dumps(s, ensure_ascii=False)
 
 

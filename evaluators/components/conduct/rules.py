@@ -84,7 +84,7 @@ def _texts(unit: object, fields: tuple[str, ...]) -> Iterator[tuple[str, str, st
                     yield span.id, _FIELD_OF[f], text
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=65536)
 def match_ranges(pattern: str, text: str) -> tuple[tuple[int, int], ...]:
     """Where a pack regex matches `text`: each non-empty match on the normalized text, as its range in the
     original. Memoized: a clause's trigger is matched by its trigger and its obligation items, and a lexicon
@@ -134,8 +134,8 @@ times, so pointers are built only for what is cited."""
 
 
 def pointers(hits: Sequence[Hit]) -> list[EvidencePointer]:
-    """The pointers of `hits` (valid by construction: no validation per pointer)."""
-    return [EvidencePointer.model_construct(unit_id=u, field=f, start=a, end=b) for u, f, a, b in hits]
+    """The pointers of `hits`."""
+    return [EvidencePointer(unit_id=u, field=f, start=a, end=b) for u, f, a, b in hits]
 
 
 def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> list[EvidencePointer]:
@@ -153,7 +153,8 @@ def condition_hits(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> 
             patterns += [e.pattern for entries in lexicons for e in entries]
         for unit_id, field, text in _texts(unit, cond.fields):
             found = [(unit_id, field, a, b) for p in patterns for a, b in match_ranges(p, text)]
-            hits += sorted(found, key=lambda h: (h[2], h[3]))
+            found.sort()  # by (start, end): every hit of one text has the same unit id and field
+            hits += found
     if cond.tool_names:
         hits += [(s.id, "input", 0, len(s.input or "")) for s in spans_of(unit) if is_tool_call(s, cond.tool_names)]
     owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
