@@ -133,9 +133,15 @@ Hit = tuple[str, str, int, int]
 times, so pointers are built only for what is cited."""
 
 
+@lru_cache(maxsize=65536)
+def _pointer(unit_id: str, field: str, start: int, end: int) -> EvidencePointer:
+    # Memoized (pointers are frozen): a clause's trigger is cited by its trigger and its obligation items.
+    return EvidencePointer(unit_id=unit_id, field=field, start=start, end=end)
+
+
 def pointers(hits: Sequence[Hit]) -> list[EvidencePointer]:
     """The pointers of `hits`."""
-    return [EvidencePointer(unit_id=u, field=f, start=a, end=b) for u, f, a, b in hits]
+    return [_pointer(*h) for h in hits]
 
 
 def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> list[EvidencePointer]:
