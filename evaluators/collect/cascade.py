@@ -105,6 +105,12 @@ def _families(tiers: Sequence[CollectorTier]) -> list[tuple[KeyFamily, tuple[Col
     return [(f, tuple(ts)) for f, ts in groups]
 
 
+def _first_model_tier(d: DataDefinition) -> Tier:
+    """The model tier a datum nobody could collect is recorded under: the definition's first, else the small
+    model."""
+    return next((t for t in d.tiers if t != "rule"), "small_model")
+
+
 def _index(p: Pending) -> int:
     return p.index
 
@@ -296,9 +302,8 @@ class Cascade:
             for p in ps:
                 by_def.setdefault(p.index, (p.definition, []))[1].append(u.unit_id)
         for _i, (d, ids) in sorted(by_def.items()):
-            model_tiers = [t for t in d.tiers if t != "rule"]
-            tier: Tier = model_tiers[0] if model_tiers else "small_model"
-            out.add_column(layer=layer, item=d.id, item_version=d.version, collector=self.keys.model_identity(tier),
+            out.add_column(layer=layer, item=d.id, item_version=d.version,
+                           collector=self.keys.model_identity(_first_model_tier(d)),
                            rater=self.rater, unit_ids=ids, values=["uncollected"] * len(ids), facts=[None] * len(ids),
                            reasons=[NO_MODEL] * len(ids), evidence=[()] * len(ids))
             self._counts.uncollected[NO_MODEL] += len(ids)
@@ -343,10 +348,9 @@ class Cascade:
         data: list[list[AtomicDatum]] = []
         for job, todo, out, seen in zip(jobs, undecided, outs, reused, strict=True):
             for p in todo:
-                model_tiers = [t for t in p.definition.tiers if t != "rule"]
-                tier: Tier = model_tiers[0] if model_tiers else "small_model"
-                out[p.index] = self._record(unit_datum(job, self.rater, p, value="uncollected", reason=NO_MODEL,
-                                                       collector=self.keys.model_identity(tier)))
+                out[p.index] = self._record(unit_datum(
+                    job, self.rater, p, value="uncollected", reason=NO_MODEL,
+                    collector=self.keys.model_identity(_first_model_tier(p.definition))))
             self._store([d for i, d in out.items() if i not in seen])
             data.append([out[i] for i in sorted(out)])
         return data

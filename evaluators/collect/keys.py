@@ -7,8 +7,9 @@ without its clauses: a clause's content is in the versions of the definitions ma
 clause changes the keys of that clause's items only); model items' v covers the
 definition digest (version and projection included), the model strings and families that may answer, the
 template digests, the escalation threshold and the redactor; for a second rater its label, and for a jury
-reducing otherwise than by majority the reducer. pi(x) is the whole unit for rules and the
-projected evidence (with the injection ranges inside it) for models.
+reducing otherwise than by majority the reducer. Only model items are keyed per datum (pi(x): the projected
+evidence, with the injection ranges inside it); rule data are never cached, so their v enters only the
+definition's version, which the pipeline compares between runs.
 """
 
 from __future__ import annotations
@@ -93,10 +94,6 @@ class CollectorKeys:
         flags = sorted((p.unit_id, p.field, p.start, p.end) for p in ranges if (p.unit_id, p.field) in shown)
         v = self._v("model", d, None, lambda: self._model_parts(d))
         return cache_key(v, sha256(evidence.digest() + repr(flags)))
-
-    def rule_key(self, d: DataDefinition, pack: KnowledgePack, unit_digest: str) -> str:
-        """Cache key of a rule-tier datum: v with the unit's digest."""
-        return cache_key(self._v("rule", d, pack, lambda: self._rule_parts(d, pack)), unit_digest)
 
     def definition_version(self, d: DataDefinition, pack: KnowledgePack) -> str:
         """v of a definition in this cascade: every key of its data changes exactly when this does (the

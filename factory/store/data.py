@@ -23,8 +23,8 @@ def datum_row(d: AtomicDatum, *, run_id: str) -> dict[str, Any]:
     """The `atomic_data` row of a datum a run collected (or found in the cache)."""
     return {
         "unit_id": d.unit_id, "item": d.item, "layer": d.layer, "item_version": d.item_version,
-        "value": d.value, "fact": dumps(d.fact), "reason": d.reason,
-        "evidence": dumps([p.model_dump() for p in d.evidence]), "tier": d.collector.tier,
+        "value": d.value, "fact": fact_json(d.fact), "reason": d.reason,
+        "evidence": evidence_json(d.evidence), "tier": d.collector.tier,
         "collector": d.collector.name, "family": d.collector.family,
         "collector_version": d.collector.version, "tokens": d.tokens, "cost_usd": d.cost_usd,
         "coverage": d.coverage, "key": d.key, "run_id": run_id, "rater": d.rater,
