@@ -41,6 +41,10 @@ class ProvenanceRecord(Frozen):
     """That pack's declared version."""
     pack_digest: str
     """Content hash of the pack: changes with any edit, even one that forgot to bump `pack_version`."""
+    knowledge_digest: str = ""
+    """`KnowledgePack.knowledge_digest()`: the pack less its clauses and labels, all that provenance reads. A
+    stored record holds for any pack with this digest, so a suite compiled from a spec (the ingest pack plus the
+    spec's clauses) reuses what ingest stored. Empty in records written before it existed (never reused)."""
     segment: SegmentResult
     """Traffic segment and the evidence for it."""
     coverage: Coverage
@@ -68,6 +72,7 @@ def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
         pack=pack.name,
         pack_version=pack.version,
         pack_digest=pack.digest(),
+        knowledge_digest=pack.knowledge_digest(),
         segment=seg,
         coverage=coverage(turn, pack),
         injections=flags,
@@ -94,7 +99,8 @@ def attach_record(turn: Turn, record_json: str) -> Turn:
 
 def stored_json(turn: Turn, pack: KnowledgePack) -> dict[str, Any] | None:
     """The record ingest stored for `turn` as parsed JSON, if the turn carries one that still holds: made by this
-    provenance logic (`VERSION`) under this very pack (its digest), for this turn with the fields it has now.
+    provenance logic (`VERSION`) under a pack with this pack's knowledge (its `knowledge_digest`: clauses and
+    labels are not read by provenance), for this turn with the fields it has now.
     None otherwise: the caller computes it afresh (`provenance_record`), which gives what a fresh ingest would
     store. Parsed once per turn."""
     private = turn.__pydantic_private__
@@ -109,7 +115,7 @@ def stored_json(turn: Turn, pack: KnowledgePack) -> dict[str, Any] | None:
             rec = None
         st.payload = rec
     if not isinstance(rec, dict) or rec.get("version") != VERSION or rec.get("turn_id") != turn.id \
-            or rec.get("pack_digest") != pack.digest():
+            or rec.get("knowledge_digest") != pack.knowledge_digest():
         return None
     return rec
 

@@ -63,6 +63,22 @@ def test_a_stale_record_is_recomputed() -> None:
     assert stored_record(attach_record(_turn(), '{"not": "a record"}'), DEFAULT) is None
 
 
+def test_a_pack_of_the_same_knowledge_reuses_the_record() -> None:
+    # A suite compiled from a spec runs the ingest pack plus the spec's clauses under another name: provenance
+    # reads no clause, so what ingest stored still holds; a record of the same logic without the knowledge
+    # digest (written before it existed) does not.
+    compiled = BUSINESS.model_copy(update={"name": "business_analysis_zh", "clauses": BUSINESS.clauses[:1]})
+    assert compiled.digest() != BUSINESS.digest()
+    assert compiled.knowledge_digest() == BUSINESS.knowledge_digest()
+    rec = provenance_record(_turn(), BUSINESS).model_copy(update={"injections": (), "attacked": True})
+    turn = attach_record(_turn(), rec.model_dump_json())
+    found = stored_record(turn, compiled)
+    assert found is not None and found.attacked  # the planted record, not a recomputed one
+    older = json.loads(rec.model_dump_json())
+    del older["knowledge_digest"]
+    assert stored_record(attach_record(_turn(), json.dumps(older)), BUSINESS) is None
+
+
 def test_carrying_a_record_changes_no_comparison_or_dump() -> None:
     plain, carried = _turn(), attach_record(_turn(), _planted(_turn()))
     assert plain == carried and carried == plain

@@ -1,7 +1,7 @@
 """Provenance rules: a turn's segment, evidence coverage and injection flags as atomic data.
 
 Each rule reads the provenance record ingest stored for the turn (`stored_json`: carried by a turn read from
-the store, trusted only under the same logic version, pack digest and turn fields), so a run does not scan and
+the store, trusted only under the same logic version, knowledge digest and turn fields), so a run does not scan and
 measure every text again, nor build the record's models; without one it calls the pure provenance functions
 (`segment_turn`, `coverage`, `scan_turn`) with the context's pack. Both give the same answers. Several data read
 the same provenance, so the last few results are remembered per (turn, pack) object: the answer depends only on
