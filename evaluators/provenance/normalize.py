@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 VERSION = "1"
 """Version of the normalization; results that match on normalized text include it in their own version."""
 DECODE_VERSION = "1"
@@ -96,12 +98,40 @@ class Normalized:
             start, end = step.back(start, end)
         return start, end
 
+    def original_ranges(self, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """`original_range` of each (start, end) in `spans`, for many at once: a range's original start depends
+        on its start alone and its end on its end alone, so both are looked up in per-position maps built once
+        (with numpy) when there are enough of them to pay for it."""
+        if not self.steps:
+            return spans
+        if len(spans) < 32:
+            return [self.original_range(a, b) for a, b in spans]
+        starts, ends = _position_maps(self)
+        return [(starts[a], ends[b]) for a, b in spans]
+
     @property
     def origin(self) -> tuple[int, ...] | None:
         """`origin[i]` is the original index of `text[i]`; None when the text is unchanged (identity map)."""
         if not self.steps:
             return None
         return tuple(self.original_range(i, i + 1)[0] for i in range(len(self.text)))
+
+
+@lru_cache(maxsize=64)
+def _position_maps(norm: Normalized) -> tuple[list[int], list[int]]:
+    """(original start of a range starting at i, original end of a range ending at j), for every i < len and
+    0 < j <= len of the normalized text: `original_range` as two lookups, composed over the steps in numpy."""
+    n = len(norm.text)
+    s = np.arange(n, dtype=np.int64)
+    e = np.arange(1, n + 1, dtype=np.int64)
+    for step in reversed(norm.steps):
+        out = np.asarray(step.out, dtype=np.int64)
+        src = np.asarray(step.src, dtype=np.int64).reshape(-1, 3)
+        i = np.searchsorted(out, s, side="right") - 1
+        s = np.where(src[i, 2] != 0, src[i, 0] + (s - out[i]), src[i, 0])
+        j = np.searchsorted(out, e - 1, side="right") - 1
+        e = np.where(src[j, 2] != 0, src[j, 0] + (e - 1 - out[j]) + 1, src[j, 1])
+    return s.tolist(), [0, *e.tolist()]
 
 
 # Characters outside ASCII and the CJK ideograph block may change under NFKC or be format characters: they

@@ -90,8 +90,8 @@ def match_ranges(pattern: str, text: str) -> tuple[tuple[int, int], ...]:
     original. Memoized: a clause's trigger is matched by its trigger and its obligation items, and a lexicon
     by every clause that names it, over the same texts."""
     norm = _norm.normalize(text)
-    return tuple(norm.original_range(m.start(), m.end())
-                 for m in compile_pattern(pattern).finditer(norm.text) if m.end() > m.start())
+    spans = [m.span() for m in compile_pattern(pattern).finditer(norm.text)]
+    return tuple(norm.original_ranges([(a, b) for a, b in spans if b > a]))
 
 
 def find(pattern: str, text: str, *, unit_id: str, field: str) -> list[EvidencePointer]:
@@ -151,18 +151,69 @@ def match_condition(cond: ClauseCondition, unit: object, pack: KnowledgePack) ->
 
 def condition_hits(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> list[Hit]:
     """`match_condition` as `Hit` tuples (what the clause rules count, citing the first MAX_EVIDENCE)."""
+    return condition_matches(cond, unit, pack, limit=None)[1]
+
+
+def condition_matches(cond: ClauseCondition, unit: object, pack: KnowledgePack, *,
+                      limit: int | None = MAX_EVIDENCE) -> tuple[int, list[Hit]]:
+    """(how many distinct hits `condition_hits` gives, the first `limit` of them; all when None): a clause
+    rule counts every match and cites the first few, so the tuples of the others are never built."""
+    texts = list(_texts(unit, cond.fields)) if cond.lexicon is not None or cond.regex is not None else []
+    patterns = _patterns(cond, pack) if texts else ()
+    ranges = [_text_ranges(patterns, text) for _, _, text in texts]
+    others = _other_hits(cond, unit)
+    keys = {(unit_id, field) for unit_id, field, _ in texts}
+    if len(keys) < len(texts) or any((o[0], o[1]) in keys for o in others):
+        # Two searched texts under one (unit, field), or a tool span's whole input beside a match in it: a
+        # hit may repeat across them, so deduplicate them all together as one list.
+        hits = [(u, f, a, b) for (u, f, _), rs in zip(texts, ranges, strict=True) for a, b in rs] + others
+        hits = list(dict.fromkeys(hits))
+        return len(hits), hits if limit is None else hits[:limit]
+    others = list(dict.fromkeys(others))
+    total = sum(map(len, ranges)) + len(others)
+    cited: list[Hit] = []
+    cap = total if limit is None else limit
+    for (unit_id, field, _), rs in zip(texts, ranges, strict=True):
+        if len(cited) >= cap:
+            break
+        cited += [(unit_id, field, a, b) for a, b in rs[:cap - len(cited)]]
+    cited += others[:max(0, cap - len(cited))]
+    return total, cited
+
+
+_PATTERNS: dict[int, tuple[ClauseCondition, KnowledgePack, tuple[str, ...]]] = {}
+
+
+def _patterns(cond: ClauseCondition, pack: KnowledgePack) -> tuple[str, ...]:
+    """The regexes a condition's lexicon and regex stand for in `pack` (per condition and pack object: both
+    frozen), in the order they are matched."""
+    hit = _PATTERNS.get(id(cond))
+    if hit is not None and hit[0] is cond and hit[1] is pack:
+        return hit[2]
+    patterns = [cond.regex] if cond.regex is not None else []
+    if cond.lexicon is not None:
+        lexicons = [getattr(pack.lexicons[lang], cond.lexicon) for lang in sorted(pack.lexicons)]
+        patterns += [e.pattern for entries in lexicons for e in entries]
+    if len(_PATTERNS) >= 4096:
+        _PATTERNS.clear()
+    _PATTERNS[id(cond)] = (cond, pack, tuple(patterns))
+    return tuple(patterns)
+
+
+@lru_cache(maxsize=65536)
+def _text_ranges(patterns: tuple[str, ...], text: str) -> tuple[tuple[int, int], ...]:
+    """Every distinct range any of `patterns` matches in `text`, sorted: one text's hits in citing order.
+    Memoized: a clause's trigger is matched by its trigger and its obligation items over the same texts."""
+    return tuple(dict.fromkeys(sorted(r for p in patterns for r in match_ranges(p, text))))
+
+
+def _other_hits(cond: ClauseCondition, unit: object) -> list[Hit]:
+    """Hits of a condition's tool names, attributes present and attributes equal to a value, in that order."""
     hits: list[Hit] = []
-    if cond.lexicon is not None or cond.regex is not None:
-        patterns = [cond.regex] if cond.regex is not None else []
-        if cond.lexicon is not None:
-            lexicons = [getattr(pack.lexicons[lang], cond.lexicon) for lang in sorted(pack.lexicons)]
-            patterns += [e.pattern for entries in lexicons for e in entries]
-        for unit_id, field, text in _texts(unit, cond.fields):
-            found = [(unit_id, field, a, b) for p in patterns for a, b in match_ranges(p, text)]
-            found.sort()  # by (start, end): every hit of one text has the same unit id and field
-            hits += found
     if cond.tool_names:
         hits += [(s.id, "input", 0, len(s.input or "")) for s in spans_of(unit) if is_tool_call(s, cond.tool_names)]
+    if not (cond.attribute_present or cond.attribute_equals):
+        return hits
     owners: list[tuple[str, dict[str, Any]]] = [(t.id, t.attributes) for t in _turns(unit)]
     owners += [(s.id, s.attributes) for s in spans_of(unit)]
     for key in cond.attribute_present:
@@ -176,7 +227,7 @@ def condition_hits(cond: ClauseCondition, unit: object, pack: KnowledgePack) -> 
         ]
         values += [(owner, f"attributes.{key}", lookup(attrs, key)) for owner, attrs in owners]
         hits += [(owner, field, 0, len(str(value))) for owner, field, value in values if _equals(value, wanted)]
-    return list(dict.fromkeys(hits))  # the same range found by two patterns is cited once
+    return hits
 
 
 def _canon(value: Any) -> str:
@@ -234,10 +285,10 @@ def trigger_answer(clause: Clause, unit: object, ctx: RuleContext) -> RuleAnswer
     """Whether the clause's trigger occurred in `unit`."""
     if clause.trigger.rule is not None:
         return get_rule(clause.trigger.rule)(unit, ctx)
-    hits = condition_hits(clause.trigger, unit, ctx.pack)
-    if not hits:
+    total, hits = condition_matches(clause.trigger, unit, ctx.pack)
+    if not total:
         return RuleAnswer("no", reason=f"no {', '.join(clause.trigger.matchers())} match")
-    return RuleAnswer("yes", evidence=tuple(pointers(hits[:MAX_EVIDENCE])), reason=f"{len(hits)} match(es)")
+    return RuleAnswer("yes", evidence=tuple(pointers(hits)), reason=f"{total} match(es)")
 
 
 @rule("conduct.clause_trigger")
@@ -262,7 +313,7 @@ def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
         return get_rule(ob.rule)(unit, ctx)
     if not ob.rule_checkable():
         return RuleAnswer(None, reason="obligation is judged by a model")
-    hits = pointers(condition_hits(ob, unit, ctx.pack)[:MAX_EVIDENCE])
+    hits = pointers(condition_matches(ob, unit, ctx.pack)[1])
     held = not hits if clause.kind == "must_not" else bool(hits)
     if held:
         evidence = capped(hits) if hits else trig.evidence
