@@ -8,12 +8,28 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+if TYPE_CHECKING:
+    from agent_factory.evaluators.core.flags import FlagSpec
+
 from agent_factory.errors import AgentFactoryError
 from agent_factory.factory.cli import DEFAULT_STORE, JsonOpt, StoreOpt, app, emit_json, fail, out
+
+
+def _flags(store: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
+    """Every flag of the suite's components over its pack (Conduct's from its clauses); None without a store."""
+    from agent_factory.evaluators.findings import all_flags
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.suite import load_suite
+
+    if not store.exists():
+        return None
+    with Store(store, read_only=True) as st:
+        chosen = load_suite(suite, pack=pack, store=st, allow_unapproved=True)
+    return all_flags(chosen.pack, chosen.components)
 
 
 @app.command()
@@ -26,6 +42,10 @@ def report(
     with_composite: Annotated[
         bool, typer.Option("--composite", help="Add a weighted composite, labelled as a view, at the end.")
     ] = False,
+    suite: Annotated[
+        Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
+    ] = None,
+    pack: Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")] = None,
     config: Annotated[
         Path | None, typer.Option("--config", help="agent-factory.toml naming the redactor (default: its lookup).")
     ] = None,
@@ -41,7 +61,7 @@ def report(
 
     try:
         redactor = load_redactor(load_model_config(config).redactor) if evidence else None
-        data = read_report_data(store, redactor=redactor)
+        data = read_report_data(store, redactor=redactor, flags=_flags(store, suite, pack))
         runtime_js = vega_bundle(cache_dir=store.parent / "cache")
         generated = datetime.now(UTC).isoformat(timespec="seconds")
         page = build_html(data, runtime_js=runtime_js, generated=generated, with_composite=with_composite)
@@ -60,6 +80,6 @@ def report(
         emit_json(summary)
         return
     out.print(f"wrote {out_file} ({summary['bytes'] / 1e6:.1f} MB): {len(sections)} sections, {charts} plots"
-              + (f", {summary['quotes']} redacted quotes" if evidence else ""))
+              + (f", {summary['quotes']} redacted quotes" if evidence else ""), soft_wrap=True)
     for key, why in summary["absent"].items():
-        out.print(f"  {key}: {why}")
+        out.print(f"  {key}: {why}", soft_wrap=True)

@@ -123,8 +123,13 @@ def results(data: ReportData) -> Section:
                    x_title="next session opens by redoing the last request"),
         Block(title="Return interval, single-turn sessions, censoring", table=result_table(other)) if other else None,
     ]
+    absent = absent_reason(data, "results", ret + redo)
+    hidden = next((r for r in other if r.metric == "sessions.not_observable" and isinstance(r.value, int | float)
+                   and r.value > 0), None)
+    if absent is not None and hidden is not None:
+        absent = f"not observable: {number(hidden.value)} of {hidden.n or 0:,} {hidden.note or 'sessions'}"
     return _section("results", "Results", "What users did next: return, redo, feedback; no return in T is censored.",
-                    blocks, absent_reason(data, "results", ret + redo))
+                    blocks, absent)
 
 
 def _clause_rows(data: ReportData) -> list[tuple[str, dict[str, ResultRow]]]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from agent_factory.evaluators.findings import Association
 from agent_factory.frozen import Frozen
 
 COMPONENTS = ("execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication")
@@ -71,31 +72,6 @@ class LayerCell(Frozen):
     """Units of that layer with at least one decided flag of the component (the denominator)."""
 
 
-class Association(Frozen):
-    """An outcome's rate (or mean) with and without a flag, and their difference with a user-clustered CI."""
-
-    flag: str
-    """The flag (component and name)."""
-    outcome: str
-    """The outcome event kind, e.g. `task_reward`."""
-    layer: str
-    """The layer of the units compared."""
-    with_flag: float | None
-    """Outcome rate or mean among flagged units."""
-    without_flag: float | None
-    """Among the units without the flag."""
-    n_with: int
-    """Flagged units with an outcome."""
-    n_without: int
-    """Unflagged units with an outcome."""
-    difference: float | None
-    """with - without."""
-    low: float | None = None
-    """Lower end of the difference's user-clustered 95% interval."""
-    high: float | None = None
-    """Upper end."""
-
-
 class StoreFacts(Frozen):
     """What the store holds besides results: traffic, segments, quarantine, runs."""
 
@@ -133,7 +109,7 @@ class ReportData(Frozen):
     layer_table: tuple[LayerCell, ...] | None = None
     """Flagged units per component and layer; None when per-unit flags are not available."""
     associations: tuple[Association, ...] | None = None
-    """Flag-outcome associations; None when not computed (no outcomes, or no flags)."""
+    """Flag-outcome associations at the conversation level (`evaluators.findings`); None when not computed."""
     quotes: tuple[Quote, ...] | None = None
     """Redacted evidence examples; None unless `--evidence`."""
 

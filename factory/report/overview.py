@@ -48,7 +48,9 @@ def layer_table(data: ReportData) -> Section:
                 if r.component == component and r.metric == metric and r.layer is not None:
                     cells[(component, r.layer)] = f"{number(r.value, share=True)} of {r.n or 0:,}"
     rows = tuple((c, *(cells.get((c, layer), "—") for layer in LAYERS)) for c in COMPONENTS)
-    units = ", ".join(f"{data.facts.units.get(layer, 0):,} {LAYER_NAMES[layer]}" for layer in LAYERS)
+    # The store keeps no engagement units: a user is counted from the traffic.
+    counts = {**data.facts.units, "engagement": data.facts.users}
+    units = ", ".join(f"{counts.get(layer, 0):,} {LAYER_NAMES[layer]}" for layer in LAYERS)
     table = Table(columns=("component", *(f"{LAYER_NAMES[layer]} touched" for layer in LAYERS)), rows=rows)
     note = (f"Units touched by at least one of the component's problems, from {source}. The last run collected "
             f"{units}. Small rates at one layer compound upward: each layer sees its own problems. "
@@ -102,18 +104,21 @@ def associations(data: ReportData) -> Section:
         return Section(key=key, title=title, intro=intro, absent=f"outcomes stored ({', '.join(data.facts.outcome_kinds)})"
                        " but no flag-outcome association was computed for this store")
     ids = ChartIds(key)
-    body = tuple((a.flag, a.outcome, a.layer, number(a.with_flag), f"{a.n_with:,}", number(a.without_flag),
-                  f"{a.n_without:,}", number(a.difference),
-                  f"{number(a.low)} – {number(a.high)}" if a.low is not None and a.high is not None else "")
-                 for a in data.associations)
-    table = Table(columns=("flag", "outcome", "layer", "with", "n with", "without", "n without", "difference",
-                           "95% CI"), rows=body)
-    pts = [Point(label=a.flag, group=a.outcome, value=a.difference, low=a.low, high=a.high, n=a.n_with)
-           for a in data.associations if a.difference is not None]
-    chart = ids.chart("Difference in outcome, flagged - unflagged", interval_chart(
+    ordered = sorted(data.associations, key=lambda a: (a.diff is None, a.diff if a.diff is not None else 0.0))
+    body = tuple((a.label, a.component, a.meaning, a.outcome, number(a.mean_with), f"{a.n_with:,}",
+                  number(a.mean_without), f"{a.n_without:,}", number(a.diff),
+                  f"{number(a.low)} – {number(a.high)}" if a.low is not None and a.high is not None else (a.note or ""))
+                 for a in ordered)
+    table = Table(columns=("flag", "component", "meaning", "outcome", "with the flag", "n with", "without",
+                           "n without", "difference", "95% CI (user-clustered)"), rows=body)
+    pts = [Point(label=a.label, group=a.outcome, value=a.diff, low=a.low, high=a.high, n=a.n_with)
+           for a in ordered if a.diff is not None]
+    chart = ids.chart("Outcome with the flag minus without", interval_chart(
         pts, x_title="outcome with the flag minus without", share=False, rule_at=0.0, rule_label="no difference"))
+    note = (f"Sessions compared ({data.associations[0].level} level); a flag is listed when at least a few sessions "
+            "with an outcome have it and as many do not. Lowest difference first.")
     return Section(key=key, title=title, intro=intro, blocks=(Block(title="Flags against outcomes", table=table,
-                                                                    chart=chart if pts else None),))
+                                                                    chart=chart if pts else None, note=note),))
 
 
 def gate() -> Section:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,8 @@ from agent_factory.errors import AgentFactoryError
 from agent_factory.evaluators.collect.redact import Redactor, redact_pieces
 from agent_factory.evaluators.components.conduct import obligation_id
 from agent_factory.evaluators.components.provenance import EVIDENCE_COMPLETE, INJECTION_FLAGGED
+from agent_factory.evaluators.core.flags import FlagSpec
+from agent_factory.factory.report.flags import layer_cells, read_associations, read_flag_rows
 from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
 from agent_factory.factory.store import Store
 
@@ -138,8 +141,10 @@ def read_quotes(store: Store, redactor: Redactor, *, per_finding: int = QUOTES_P
     return tuple(out)
 
 
-def read_report_data(path: Path, *, redactor: Redactor | None = None) -> ReportData:
-    """Read what the report shows from the store at `path`; quotes only when a redactor is given."""
+def read_report_data(path: Path, *, redactor: Redactor | None = None,
+                     flags: Sequence[FlagSpec] | None = None) -> ReportData:
+    """Read what the report shows from the store at `path`: with `flags`, the layer table and the outcome
+    associations they give; quotes only when a redactor is given."""
     if not path.exists():
         raise AgentFactoryError(f"{path}: no store here yet; run `agent-factory ingest PATH` and `run` first")
     with Store(path, read_only=True) as store:
@@ -147,4 +152,8 @@ def read_report_data(path: Path, *, redactor: Redactor | None = None) -> ReportD
         rows = read_rows(store)
         per_unit = read_per_unit(store)
         quotes = read_quotes(store, redactor) if redactor is not None else None
-    return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes)
+        cells = assoc = None
+        if flags:
+            units, flag_rows = read_flag_rows(store, flags)
+            cells, assoc = tuple(layer_cells(flags, units, flag_rows)), read_associations(store, flags, units, flag_rows)
+    return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc)
