@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from agent_factory.evaluators.core.flags import FlagSpec
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import DEFAULT_STORE, JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.store import DEFAULT_STORE
 
 
 def _flags(store: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
@@ -71,15 +72,14 @@ def report(
         raise fail(e) from e
     sections = report_sections(data, with_composite=with_composite)
     charts = sum(1 for s in sections for b in s.blocks if b.chart is not None)
-    summary = {
-        "out": str(out_file), "bytes": out_file.stat().st_size, "sections": [s.key for s in sections],
-        "absent": {s.key: s.absent for s in sections if s.absent is not None}, "charts": charts,
-        "quotes": len(data.quotes or ()), "composite": with_composite,
-    }
+    size = out_file.stat().st_size
+    absent = {s.key: s.absent for s in sections if s.absent is not None}
+    summary = {"out": str(out_file), "bytes": size, "sections": [s.key for s in sections], "absent": absent,
+               "charts": charts, "quotes": len(data.quotes or ()), "composite": with_composite}
     if as_json:
         emit_json(summary)
         return
-    out.print(f"wrote {out_file} ({summary['bytes'] / 1e6:.1f} MB): {len(sections)} sections, {charts} plots"
+    out.print(f"wrote {out_file} ({size / 1e6:.1f} MB): {len(sections)} sections, {charts} plots"
               + (f", {summary['quotes']} redacted quotes" if evidence else ""), soft_wrap=True)
-    for key, why in summary["absent"].items():
+    for key, why in absent.items():
         out.print(f"  {key}: {why}", soft_wrap=True)

@@ -47,7 +47,7 @@ def interval_chart(points: Sequence[Point], *, x_title: str, share: bool = True,
     `share` puts the axis on 0-1 as percentages; `rule_at` draws a reference line (a baseline, the 0.60 line)."""
     labels = list(dict.fromkeys(p.label for p in points))
     grouped = any(p.group for p in points)
-    data = alt.Data(values=_records(points))
+    data = _data(_records(points))
     scale = alt.Scale(domain=[0, 1]) if share else alt.Scale(zero=False)
     fmt = ".0%" if share else ",.3~g"
     y = alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=260))
@@ -64,7 +64,7 @@ def interval_chart(points: Sequence[Point], *, x_title: str, share: bool = True,
     dots = base.mark_point(filled=True, size=60).encode(x="value:Q", y=y, color=colour, tooltip=tooltip, **offset)
     layers: list[Any] = [bars, dots]
     if rule_at is not None:
-        ref = alt.Chart(alt.Data(values=[{"x": rule_at, "what": rule_label}])).mark_rule(
+        ref = alt.Chart(_data([{"x": rule_at, "what": rule_label}])).mark_rule(
             color="#b03030", strokeDash=[4, 3]).encode(x="x:Q", tooltip=[alt.Tooltip("what:N", title="line")])
         layers.append(ref)
     per_row = max(1, len({p.group for p in points})) if grouped else 1
@@ -75,7 +75,7 @@ def interval_chart(points: Sequence[Point], *, x_title: str, share: bool = True,
 def count_chart(labels_counts: Sequence[tuple[str, float]], *, x_title: str) -> dict[str, Any]:
     """Horizontal bars of counts, in the given order."""
     labels = [label for label, _ in labels_counts]
-    data = alt.Data(values=[{"label": label, "count": c} for label, c in labels_counts])
+    data = _data([{"label": label, "count": c} for label, c in labels_counts])
     chart = alt.Chart(data).mark_bar(color="#3b6ea8").encode(
         x=alt.X("count:Q", title=x_title), y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=260)),
         tooltip=[alt.Tooltip("label:N", title="what"), alt.Tooltip("count:Q", title="count", format=",")],
@@ -83,7 +83,11 @@ def count_chart(labels_counts: Sequence[tuple[str, float]], *, x_title: str) -> 
     return _spec(chart)
 
 
-def _spec(chart: alt.LayerChart | alt.Chart) -> dict[str, Any]:
+def _data(values: list[dict[str, Any]]) -> Any:
+    return alt.Data(values=values)  # type: ignore[no-untyped-call]
+
+
+def _spec(chart: Any) -> dict[str, Any]:
     spec: dict[str, Any] = chart.to_dict()
     spec.setdefault("config", {})["view"] = {"stroke": None}
     return spec

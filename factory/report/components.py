@@ -41,10 +41,10 @@ def execution(data: ReportData) -> Section:
     """Failure by mode and by chain step, latency against the per-mode baselines, the fast-failure band."""
     ids = ChartIds("execution")
     by_mode = rows_of(data, "execution", lambda m: m == "failure_rate")
-    steps = [r for r in rows_of(data, "execution", _STEP.match) if r.stratum == "all"]
-    steps_all = rows_of(data, "execution", _STEP.match)
+    steps = [r for r in rows_of(data, "execution", lambda m: _STEP.match(m) is not None) if r.stratum == "all"]
+    steps_all = rows_of(data, "execution", lambda m: _STEP.match(m) is not None)
     latency = rows_of(data, "execution", lambda m: m in ("latency_gm_ratio", "latency_gm_seconds"))
-    bands = rows_of(data, "execution", _BAND.match)
+    bands = rows_of(data, "execution", lambda m: _BAND.match(m) is not None)
     other = rows_of(data, "execution", lambda m: m in ("handed_off", "span_error_rate", "early_stop_share",
                                                        "stop_median_seconds", "uncollected"))
     blocks = [
@@ -118,7 +118,8 @@ def results(data: ReportData) -> Section:
     other = rows_of(data, "results", lambda m: m not in ("return_rate_within_t", "redo_rate"))
     end = lambda r: (r.stratum or "all").replace("after=", "after ")  # noqa: E731
     blocks = [
-        rate_block(ids, "Return within T after failed vs delivered endings", ret, label=end, x_title="sessions followed by a return"),
+        rate_block(ids, "Return within T after failed vs delivered endings", ret, label=end,
+                   x_title="sessions followed by a return"),
         rate_block(ids, "Redo after failed vs delivered endings", redo, label=end,
                    x_title="next session opens by redoing the last request"),
         Block(title="Return interval, single-turn sessions, censoring", table=result_table(other)) if other else None,

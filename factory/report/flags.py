@@ -16,6 +16,7 @@ from agent_factory.evaluators.findings import (
     Association,
     DatumRow,
     FlagRow,
+    Level,
     ResultRow,
     UnitKey,
     associations,
@@ -28,7 +29,7 @@ from agent_factory.evaluators.findings import (
 from agent_factory.factory.report.model import LayerCell
 from agent_factory.factory.store import Store
 
-ASSOCIATION_LEVEL = "conversation"
+ASSOCIATION_LEVEL: Level = "conversation"
 """Outcomes (a task's reward, a session's feedback) belong to sessions: flags are compared there."""
 
 
@@ -77,7 +78,8 @@ def layer_cells(specs: Sequence[FlagSpec], units: Sequence[UnitKey], rows: Seque
         for (component, _), (flagged, decided) in state.items():
             per[component][0] += int(flagged)
             per[component][1] += int(decided)
-        out.extend(LayerCell(component=c, layer=LAYER_OF[level], flagged=f, units=n) for c, (f, n) in sorted(per.items()))
+        out.extend(LayerCell(component=c, layer=LAYER_OF[level], flagged=f, units=n)
+                   for c, (f, n) in sorted(per.items()))
     return out
 
 

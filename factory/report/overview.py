@@ -101,8 +101,9 @@ def associations(data: ReportData) -> Section:
         return Section(key=key, title=title, intro=intro, absent="no outcome events in the traces (task reward, "
                        "feedback, task success): nothing to associate the flags with")
     if not data.associations:
-        return Section(key=key, title=title, intro=intro, absent=f"outcomes stored ({', '.join(data.facts.outcome_kinds)})"
-                       " but no flag-outcome association was computed for this store")
+        kinds = ", ".join(data.facts.outcome_kinds)
+        return Section(key=key, title=title, intro=intro, absent=f"outcomes stored ({kinds}) but no flag was "
+                       "raised and cleared on enough sessions with an outcome to compare them")
     ids = ChartIds(key)
     ordered = sorted(data.associations, key=lambda a: (a.diff is None, a.diff if a.diff is not None else 0.0))
     body = tuple((a.label, a.component, a.meaning, a.outcome, number(a.mean_with), f"{a.n_with:,}",
@@ -132,7 +133,8 @@ def corrections() -> Section:
     """Room for the corrections log (a later issue fills it)."""
     return Section(key="corrections", title="Corrections log", intro="Every change the audit made to a data "
                    "definition, rule, evidence scope or metric, with its version bump.",
-                   absent="not built yet: the audit loop (inner loop) is a later milestone; its corrections will go here")
+                   absent="not built yet: the audit loop (inner loop) is a later milestone; its corrections will go "
+                          "here")
 
 
 def composite(data: ReportData) -> Section:

@@ -155,5 +155,6 @@ def read_report_data(path: Path, *, redactor: Redactor | None = None,
         cells = assoc = None
         if flags:
             units, flag_rows = read_flag_rows(store, flags)
-            cells, assoc = tuple(layer_cells(flags, units, flag_rows)), read_associations(store, flags, units, flag_rows)
+            cells = tuple(layer_cells(flags, units, flag_rows))
+            assoc = read_associations(store, flags, units, flag_rows)
     return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc)

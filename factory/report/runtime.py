@@ -25,7 +25,7 @@ def vega_bundle(*, cache_dir: Path | None = None) -> str:
             pass
     import vl_convert
 
-    source: str = vl_convert.javascript_bundle()
+    source: str = vl_convert.javascript_bundle()  # type: ignore[call-arg]  # the stub omits the default
     if path is None:
         return source
     try:
