@@ -521,4 +521,5 @@ def main() -> None:  # pragma: no cover - console entry
     app()
 
 
-from agent_factory.factory import cli_review  # noqa: E402,F401  (registers diff and approve)
+from agent_factory.factory import cli_review  # noqa: E402,F401,I001  (registers diff and approve)
+from agent_factory.factory import cli_report  # noqa: E402,F401,I001  (registers report)

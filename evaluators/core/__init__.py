@@ -1,5 +1,6 @@
 """The evaluator as data (rho, pi, sigma, v), results, and the registries of rules, analyses and components."""
 
+from agent_factory.evaluators.core.flags import FlagSpec, Meaning
 from agent_factory.evaluators.core.model import (
     COMPONENTS,
     LAYERS,
@@ -39,8 +40,8 @@ from agent_factory.evaluators.core.registry import (
 
 __all__ = [
     "COMPONENTS", "LAYERS", "Analysis", "AnalysisRef", "AtomicDatum", "CollectorIdentity", "Component",
-    "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "KnowledgeRef", "Layer",
-    "Observations",
+    "ComponentSpec", "DataDefinition", "DatumKind", "EngagementView", "EvaluatorSpec", "FlagSpec", "KnowledgeRef",
+    "Layer", "Meaning", "Observations",
     "Projection", "Result", "RuleAnswer", "TemplateRef", "RuleContext", "SpanView", "Tier", "Unit", "UnitRow", "Value",
     "components", "get_component", "get_rule", "load_yaml_model", "register_component", "rule", "rule_names",
 ]

@@ -17,6 +17,7 @@ from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
 from agent_factory.digest import stable_id
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
@@ -151,6 +152,8 @@ class Analysis:
 
 DefinitionsFor = Callable[[KnowledgePack], tuple[DataDefinition, ...]]
 """A generated component's data definitions over a pack (Conduct's, from the clauses)."""
+FlagsFor = Callable[[KnowledgePack], tuple[FlagSpec, ...]]
+"""A generated component's flags over a pack (Conduct's: each clause's violation)."""
 Segments = Literal["real", "all"]
 
 
@@ -167,6 +170,10 @@ class ComponentSpec:
     segments: Segments = "real"
     """The traffic whose units it reads: real traffic only, or every segment (Provenance, to count what it
     excludes)."""
+    flags: tuple[FlagSpec, ...] = ()
+    """The per-unit values it raises as flags (`evaluators.core.flags`); read off stored rows, no datum."""
+    generate_flags: FlagsFor | None = None
+    """Generates the flags from the pack (Conduct's); None: `flags` are fixed."""
 
     @property
     def generated(self) -> bool:
@@ -181,6 +188,10 @@ class ComponentSpec:
     def definitions_for(self, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
         """Its data definitions over `pack`."""
         return tuple(self.generate(pack)) if self.generate is not None else self.definitions
+
+    def flags_for(self, pack: KnowledgePack) -> tuple[FlagSpec, ...]:
+        """Its flags over `pack`."""
+        return tuple(self.generate_flags(pack)) if self.generate_flags is not None else self.flags
 
 
 # ---- the registry's rule and component kinds (agent_factory.plugins) -------------------------------------

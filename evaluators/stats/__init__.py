@@ -15,6 +15,7 @@ from agent_factory.evaluators.stats.agreement import (
     rating_counts,
     two_decimals,
 )
+from agent_factory.evaluators.stats.association import MeanDifference, cluster_mean_difference
 from agent_factory.evaluators.stats.auc import AUC, cluster_auc, rank_auc
 from agent_factory.evaluators.stats.clustered import (
     ClusterRatio,
@@ -45,6 +46,7 @@ __all__ = [
     "Estimate",
     "ICCKind",
     "Kappa",
+    "MeanDifference",
     "ProportionTest",
     "StratifiedEstimate",
     "StratumSummary",
@@ -55,6 +57,7 @@ __all__ = [
     "char_bigrams",
     "cluster_auc",
     "cluster_bootstrap_ci",
+    "cluster_mean_difference",
     "cluster_proportion_ci",
     "cluster_ratio_se",
     "cluster_two_proportion_z",

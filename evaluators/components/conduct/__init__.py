@@ -15,6 +15,7 @@ from agent_factory.evaluators.components.conduct.definitions import (
     obligation_id,
     trigger_id,
 )
+from agent_factory.evaluators.components.conduct.flags import flags_for
 from agent_factory.evaluators.components.conduct.rules import match_condition, message_index
 from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
@@ -24,6 +25,7 @@ SPEC = ComponentSpec(
     analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis, reads_clauses=True),),
     description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
     generate=definitions_for,
+    generate_flags=flags_for,
 )
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "clause_results",
     "conduct_analysis",
     "definitions_for",
+    "flags_for",
     "match_condition",
     "message_index",
     "obligation_id",

@@ -7,16 +7,18 @@ failure item up to the session and user layers, for any component.
 
 from agent_factory.evaluators.components.execution.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
+from agent_factory.evaluators.components.execution.flags import FLAGS
 from agent_factory.evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 SPEC = ComponentSpec(
     name="execution",
     definitions=DEFINITIONS,
+    flags=FLAGS,
     analyses=ANALYSES,
     description="Chain completeness by mode, delivery failure, latency against per-mode baselines, the "
                 "fast-failure band, progress at stop, and failure rolled up to sessions and users.",
 )
 
-__all__ = ["ANALYSES", "CHAIN_REQUIREMENTS", "DEFINITIONS", "SPEC", "VERSION", "FailureItem", "Meta",
+__all__ = ["ANALYSES", "FLAGS", "CHAIN_REQUIREMENTS", "DEFINITIONS", "SPEC", "VERSION", "FailureItem", "Meta",
            "failure_rollup", "rate_result"]

@@ -15,11 +15,13 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
+from agent_factory.evaluators.components.provenance.flags import FLAGS
 from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
 SPEC = ComponentSpec(
     name="provenance",
     definitions=DEFINITIONS,
+    flags=FLAGS,
     analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis),),
     description="Traffic segments, evidence coverage per field, injection isolation; fed every segment.",
     segments="all",
@@ -28,6 +30,7 @@ SPEC = ComponentSpec(
 __all__ = [
     "DEFINITIONS",
     "EVIDENCE_COMPLETE",
+    "FLAGS",
     "FIELD_ITEMS",
     "INJECTION_FLAGGED",
     "SEGMENT",

@@ -7,14 +7,16 @@ package registers the rules and the component.
 
 from agent_factory.evaluators.components.results.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.results.definitions import DEFINITIONS
+from agent_factory.evaluators.components.results.flags import FLAGS
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 SPEC = ComponentSpec(
     name="results",
     definitions=DEFINITIONS,
+    flags=FLAGS,
     analyses=ANALYSES,
     description="Return within T (censoring kept apart), return interval, redo after failed vs delivered session "
                 "ends, single-turn sessions, explicit feedback.",
 )
 
-__all__ = ["ANALYSES", "DEFINITIONS", "SPEC", "VERSION"]
+__all__ = ["ANALYSES", "FLAGS", "DEFINITIONS", "SPEC", "VERSION"]

@@ -9,6 +9,7 @@ intervals, S by mode, per-item pass rates, and counts of what could not be score
 from agent_factory.evaluators.components.substance import rules
 from agent_factory.evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
 from agent_factory.evaluators.components.substance.definitions import ITEMS, build
+from agent_factory.evaluators.components.substance.flags import FLAGS
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 DEFINITIONS = build(rules.RULES_DIGEST)
@@ -17,9 +18,10 @@ DEFINITIONS = build(rules.RULES_DIGEST)
 SPEC = ComponentSpec(
     name="substance",
     definitions=DEFINITIONS,
+    flags=FLAGS,
     analyses=ANALYSES,
     description="Eight checklist items per delivered turn (I1 I2 I3 C1 C2 S1 S2 E1); S(x) with stratum weights "
                 "and 95% CIs, S by mode, per-item pass rates.",
 )
 
-__all__ = ["ANALYSES", "DEFINITIONS", "ITEMS", "SPEC", "VERSION", "TurnScore", "score", "turn_score"]
+__all__ = ["ANALYSES", "FLAGS", "DEFINITIONS", "ITEMS", "SPEC", "VERSION", "TurnScore", "score", "turn_score"]

@@ -15,15 +15,17 @@ from agent_factory.evaluators.components.trajectory.analysis import (
     session_outcome,
 )
 from agent_factory.evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
+from agent_factory.evaluators.components.trajectory.flags import FLAGS
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 SPEC = ComponentSpec(
     name="trajectory",
     definitions=DEFINITIONS,
+    flags=FLAGS,
     analyses=ANALYSES,
     description="Recovery events per session (replays, context repair, clarification loops, termination), "
                 "abandonment and frustration; friction, the outcome rule, and replay after failure vs success.",
 )
 
-__all__ = ["ANALYSES", "BLOCKING_EVENTS", "DEFINITIONS", "OUTCOMES", "RECOVERY_EVENTS", "SPEC", "VERSION",
+__all__ = ["ANALYSES", "FLAGS", "BLOCKING_EVENTS", "DEFINITIONS", "OUTCOMES", "RECOVERY_EVENTS", "SPEC", "VERSION",
            "SessionOutcome", "replay_after_failure", "session_outcome"]

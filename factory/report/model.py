@@ -1,0 +1,166 @@
+"""What the report is made of: the rows read from a store (`ReportData`) and the sections built from them.
+
+Reading fills `ReportData` (the only part touching the store); everything after it is pure: rows -> sections
+-> HTML, so the same store gives the same file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from agent_factory.evaluators.findings import Association
+from agent_factory.frozen import Frozen
+
+COMPONENTS = ("execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication")
+"""The seven components in the report's order: the spine, Conduct across it, then the two instruments."""
+LAYERS = ("span", "trace", "conversation", "engagement")
+"""The four layers, lowest first."""
+LAYER_NAMES = {"span": "spans", "trace": "turns", "conversation": "sessions", "engagement": "users"}
+"""How the report names each layer's units (the study's layer table: turns / sessions / users)."""
+
+
+class ResultRow(Frozen):
+    """One population-level result (no unit id) as the analyses stored it."""
+
+    component: str
+    """The component that produced it."""
+    layer: str | None
+    """The layer of its units."""
+    metric: str
+    """The metric name, e.g. `failure_rate` or `C(r).confirm_before_write`."""
+    stratum: str | None
+    """`all`, `mode=deep`, `end=failed`, ...; None when the analysis gave none."""
+    value: float | str | None
+    """The estimate (a number), a label (`held`, `admitted`), or None when undefined."""
+    low: float | None = None
+    """Lower end of its 95% interval."""
+    high: float | None = None
+    """Upper end of its 95% interval."""
+    n: int | None = None
+    """The denominator (units the estimate is over)."""
+    note: str | None = None
+    """What the analysis says about how it was computed, and what it left out."""
+
+
+class Quote(Frozen):
+    """A redacted example of the evidence behind a finding (only with `--evidence`)."""
+
+    component: str
+    """The component whose finding it illustrates."""
+    finding: str
+    """The finding: a per-unit result's metric (`violation.<clause>`) or a flag."""
+    unit_id: str
+    """The unit it comes from."""
+    field: str
+    """The text field quoted (`request`, `answer`, a span's `input` ...)."""
+    text: str
+    """The quoted characters, redacted; plain text (escaped when rendered)."""
+
+
+class LayerCell(Frozen):
+    """How many units of one layer a component flagged (the layer table)."""
+
+    component: str
+    """The component."""
+    layer: str
+    """The layer (`span`, `trace`, `conversation`, `engagement`)."""
+    flagged: int = Field(ge=0)
+    """Units with at least one of the component's flags raised."""
+    units: int = Field(ge=0)
+    """Units of that layer with at least one decided flag of the component (the denominator)."""
+
+
+class StoreFacts(Frozen):
+    """What the store holds besides results: traffic, segments, quarantine, runs."""
+
+    path: str
+    """The store file the report was made from."""
+    turns: int
+    """Real turns."""
+    sessions: int
+    """Real sessions."""
+    users: int
+    """Real users."""
+    spans: int
+    """Spans of real turns."""
+    segments: dict[str, int]
+    """Turns per traffic segment (real included)."""
+    quarantined: int
+    """Records quarantined at ingest."""
+    units: dict[str, int]
+    """Units the last run collected, per layer."""
+    last_run: str | None
+    """When the last run finished (ISO time); None when the store was never run."""
+    outcome_kinds: tuple[str, ...] = ()
+    """The outcome event kinds stored (e.g. `task_reward`)."""
+
+
+class ReportData(Frozen):
+    """Everything the report shows, as read from one store."""
+
+    facts: StoreFacts
+    """The store's traffic and runs."""
+    rows: tuple[ResultRow, ...]
+    """Every population-level result."""
+    per_unit: dict[str, int]
+    """Per-unit results by `component/metric` (e.g. `conduct/violation.x`): how many units carry one."""
+    layer_table: tuple[LayerCell, ...] | None = None
+    """Flagged units per component and layer; None when per-unit flags are not available."""
+    associations: tuple[Association, ...] | None = None
+    """Flag-outcome associations at the conversation level (`evaluators.findings`); None when not computed."""
+    quotes: tuple[Quote, ...] | None = None
+    """Redacted evidence examples; None unless `--evidence`."""
+
+
+class Table(Frozen):
+    """A table of already-formatted cells."""
+
+    columns: tuple[str, ...]
+    """Header cells."""
+    rows: tuple[tuple[str, ...], ...]
+    """Body rows, one cell per column."""
+
+
+class Chart(Frozen):
+    """A Vega-Lite chart: its spec is rendered in the page by vega-embed."""
+
+    key: str
+    """Stable id within the report (`chart-<section>-<n>`)."""
+    title: str
+    """What it shows."""
+    spec: dict[str, Any]
+    """The Vega-Lite specification (data inline)."""
+
+
+class Block(Frozen):
+    """One finding group inside a section: a title, a note, a table and/or a chart."""
+
+    title: str
+    """The block's heading."""
+    note: str = ""
+    """What the reader should know to read it (denominators, what is left out)."""
+    table: Table | None = None
+    """The numbers."""
+    chart: Chart | None = None
+    """The plot of the numbers."""
+    quotes: tuple[Quote, ...] = ()
+    """Evidence examples (with `--evidence`)."""
+
+
+class Section(Frozen):
+    """A section of the report: its blocks, or why it has none."""
+
+    key: str
+    """Anchor id (`layers`, `spine`, `execution`, ...)."""
+    title: str
+    """Heading."""
+    intro: str = ""
+    """One or two sentences on what the section shows."""
+    blocks: tuple[Block, ...] = ()
+    """Its content."""
+    absent: str | None = None
+    """Why it has no data (shown instead of blocks), e.g. `needs a model: uncollected`."""
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Section-specific structured content the renderer draws (the spine's boxes)."""

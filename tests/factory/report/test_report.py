@@ -1,0 +1,129 @@
+"""`agent-factory report`: the pure page builder (escaping, sections, absent data) and the command on a small
+simulated store, opened in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from agent_factory.evaluators.collect.redact import DefaultRedactor
+from agent_factory.factory.cli import app
+from agent_factory.factory.report import build_html, report_sections
+from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
+from agent_factory.factory.report.read import quote_window
+from agent_factory.factory.simulate import SimConfig, simulate
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SECTION_KEYS = ["layers", "spine", "execution", "substance", "trajectory", "results", "conduct", "provenance",
+                "adjudication", "outcomes", "gate", "corrections"]
+FAKE_RUNTIME = "window.vegaEmbed = function () { return Promise.resolve(); };"
+EVIL = '<script>alert("x")</script><img src=x onerror=alert(1)>'
+
+
+def _data(**extra: object) -> ReportData:
+    facts = StoreFacts(path="s.duckdb", turns=10, sessions=4, users=2, spans=30, segments={"real": 10},
+                       quarantined=0, units={"trace": 10}, last_run="2026-01-01T00:00:00+00:00")
+    rows = (
+        ResultRow(component="execution", layer="trace", metric="failure_rate", stratum="all", value=0.2, low=0.1,
+                  high=0.3, n=10),
+        ResultRow(component="conduct", layer="trace", metric=f"violations.{EVIL}", stratum="all", value=3.0, n=5),
+        ResultRow(component="conduct", layer="trace", metric=f"C(r).{EVIL}", stratum="all", value=0.4, low=0.1,
+                  high=0.8, n=5, note=EVIL),
+        ResultRow(component="substance", layer="trace", metric="S", stratum="all", value=None, n=0),
+        ResultRow(component="substance", layer="trace", metric="uncollected", stratum="item=substance.i1", value=7.0,
+                  n=10),
+    )
+    return ReportData(facts=facts, rows=rows, per_unit={}, **extra)  # type: ignore[arg-type]
+
+
+def test_trace_text_is_escaped_data_and_absent_sections_say_why() -> None:
+    quote = Quote(component="conduct", finding=f"violation.{EVIL}", unit_id="t1", field="answer", text=EVIL)
+    page = build_html(_data(quotes=(quote,)), runtime_js=FAKE_RUNTIME, generated="now")
+    # The only <script> elements are the report's own three: specs, runtime, boot.
+    assert page.count("<script") == 3
+    assert "<img" not in page and "onerror=alert(1)>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    specs = re.search(r'<script type="application/json" id="af-specs">(.*?)</script>', page, re.S)
+    assert specs is not None and "</" not in specs.group(1)
+    assert EVIL in repr(json.loads(specs.group(1)))  # the data survive as data
+    sections = {s.key: s for s in report_sections(_data())}
+    assert list(sections) == SECTION_KEYS
+    assert sections["substance"].absent is not None and sections["substance"].absent.startswith("needs a model")
+    assert sections["adjudication"].absent is not None and "second rater" in sections["adjudication"].absent
+    assert sections["outcomes"].absent is not None and "no outcome events" in sections["outcomes"].absent
+    assert sections["conduct"].absent is None and sections["execution"].blocks
+
+
+def test_composite_only_when_asked_and_last() -> None:
+    assert "composite" not in [s.key for s in report_sections(_data())]
+    with_it = report_sections(_data(), with_composite=True)
+    assert with_it[-1].key == "composite" and "a view" in with_it[-1].title
+    rows = with_it[-1].blocks[0].table.rows  # type: ignore[union-attr]
+    # execution 1 - 0.2 = 0.8 (weight .25), conduct mean C(r) 0.4 (weight .15): (0.2 + 0.06) / 0.4 = 0.65
+    assert rows[-1] == ("composite (view)", "0.650", "1.00")
+
+
+def test_quote_window_redacts_across_the_cut() -> None:
+    text = "x" * 200 + " write to alice@example.com now " + "y" * 200
+    start = text.index("alice") + 3  # the pointer starts inside the address
+    q = quote_window(text, start, start + 5, DefaultRedactor())
+    assert "alice" not in q and "example.com" not in q and "[EMAIL]" in q
+    assert q.startswith("…") and q.endswith("…")
+
+
+@pytest.fixture(scope="module")
+def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """12 simulated users ingested and run with the shipped pack (rules only)."""
+    root = tmp_path_factory.mktemp("report")
+    simulate(SimConfig(users=12, seed=5), root / "sim")
+    store = root / "store.duckdb"
+    runner = CliRunner()
+    for args in (["ingest", str(root / "sim"), "--store", str(store), "--pack", "business_analysis"],
+                 ["run", "--store", str(store), "--json"]):
+        res = runner.invoke(app, args, env={"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": ""})
+        assert res.exit_code == 0, res.output
+    return store
+
+
+def _chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={user_dir}",
+             "--enable-logging=stderr", "--v=0", "--virtual-time-budget=20000"]
+    return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_report_opens_in_chromium_with_every_section_and_plot(small_store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(app, ["report", "--store", str(small_store), "--out", str(out), "--evidence",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["sections"] == SECTION_KEYS and summary["charts"] >= 8
+    assert out.stat().st_size == summary["bytes"] < 10_000_000
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing fetched at view time
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
+    dom = _chromium("--dump-dom", out.as_uri(), user_dir=tmp_path / "ud1")
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console  # the page logs nothing: no error, no warning from vega
+    html = dom.stdout
+    assert 'data-plots="rendered"' in html
+    assert f'data-plots-rendered="{summary["charts"]}"' in html
+    for key in SECTION_KEYS:
+        assert f'data-section="{key}"' in html, key
+    chart_ids = re.findall(r'<div class="chart" id="([^"]+)"', page)
+    assert len(chart_ids) == summary["charts"]
+    for key in chart_ids:  # each plot's element now holds the SVG vega drew into it
+        at = html.index(f'id="{key}"')
+        assert re.search(r'<svg [^>]*class="marks"', html[at:at + 2000]), key
+    shot = tmp_path / "report.png"
+    _chromium("--window-size=1280,2400", f"--screenshot={shot}", out.as_uri(), user_dir=tmp_path / "ud2")
+    assert shot.exists() and shot.stat().st_size > 10_000
