@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 import numpy as np
-from scipy.stats import rankdata
 
 from agent_factory.frozen import Frozen
 
@@ -51,6 +50,7 @@ def rank_auc(scores: Sequence[float] | np.ndarray, outcomes: Sequence[bool] | np
     n0 = int(y.size - n1)
     if n1 == 0 or n0 == 0:
         return None
+    from scipy.stats import rankdata  # scipy.stats takes seconds to import: only where an interval is computed
     ranks = rankdata(s)  # mid-ranks: ties count one half
     u = float(ranks[y].sum()) - n1 * (n1 + 1) / 2.0
     return u / (n1 * n0)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Hashable, Sequence
 
 import numpy as np
 from pydantic import Field
-from scipy import stats
 
 from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
@@ -179,6 +178,7 @@ def cluster_proportion_ci(
     common = dict(n=int(t.sum()), method="cluster_ratio_normal", confidence=confidence, n_clusters=ratio.n_clusters)
     if ratio.value is None or ratio.se is None:
         return Estimate(value=ratio.value, low=None, high=None, note=ratio.note, **common)
+    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
     half = float(stats.norm.ppf(0.5 + confidence / 2.0)) * ratio.se
     note = "no between-cluster variation: the interval is a single point" if ratio.se == 0.0 else None
     return Estimate(

@@ -11,7 +11,6 @@ from numbers import Integral
 from typing import Literal
 
 from pydantic import Field
-from scipy import stats
 
 from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.frozen import Frozen
@@ -82,6 +81,7 @@ def proportion_ci(
             value=None, low=None, high=None, n=0, method=method, confidence=confidence,
             note="n = 0: no trials, the rate is undefined",
         )
+    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
     ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=_SCIPY_METHOD[method])
     return Estimate(
         value=successes / n, low=float(ci.low), high=float(ci.high), n=n, method=method, confidence=confidence,
@@ -128,6 +128,7 @@ def finish_test(
             p1=p1, p2=p2, diff=diff, se=se, z=None, p_value=None, n1=n1, n2=n2,
             clusters1=clusters1, clusters2=clusters2, method=method, note=note,
         )
+    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
     z = diff / se
     return ProportionTest(
         p1=p1, p2=p2, diff=diff, se=se, z=z, p_value=float(2.0 * stats.norm.sf(abs(z))), n1=n1, n2=n2,

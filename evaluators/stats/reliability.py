@@ -14,7 +14,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import Field
-from scipy import stats
 
 from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
 from agent_factory.frozen import Frozen
@@ -126,6 +125,7 @@ def _interval(a: TwoWayAnova, kind: ICCKind, confidence: float) -> tuple[float, 
         fj = jms / ems
         spread = n * (1 + (k - 1) * rho) - k * rho
         v = (k - 1) * (n - 1) * (k * rho * fj + spread) ** 2 / ((n - 1) * k**2 * rho**2 * fj**2 + spread**2)
+        from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
         f_up, f_low = stats.f.ppf(q, n - 1, v), stats.f.ppf(q, v, n - 1)
         low = n * (bms - f_up * ems) / (f_up * (k * jms + (k * n - k - n) * ems) + n * bms)
         high = n * (f_low * bms - ems) / (k * jms + (k * n - k - n) * ems + n * f_low * bms)
@@ -134,6 +134,7 @@ def _interval(a: TwoWayAnova, kind: ICCKind, confidence: float) -> tuple[float, 
         return float(low), float(high)
     error, df_error = (wms, n * (k - 1)) if kind.startswith("ICC(1") else (ems, (n - 1) * (k - 1))
     f0 = bms / error
+    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
     f_low = f0 / stats.f.ppf(q, n - 1, df_error)
     f_high = f0 * stats.f.ppf(q, df_error, n - 1)
     if kind.endswith(",1)"):
