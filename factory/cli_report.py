@@ -21,16 +21,14 @@ from agent_factory.factory.store import DEFAULT_STORE
 
 
 def _flags(store: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
-    """Every flag of the suite's components over its pack (Conduct's from its clauses); None without a store."""
-    from agent_factory.evaluators.findings import all_flags
+    """The suite's flags (`factory.findings.suite_flags`); None without a store."""
+    from agent_factory.factory.findings import suite_flags
     from agent_factory.factory.store import Store
-    from agent_factory.factory.suite import load_suite
 
     if not store.exists():
         return None
     with Store(store, read_only=True) as st:
-        chosen = load_suite(suite, pack=pack, store=st, allow_unapproved=True)
-    return all_flags(chosen.pack, chosen.components)
+        return suite_flags(st, suite, pack)
 
 
 @app.command()
