@@ -362,9 +362,12 @@ def run(
                                           "instead of only what changed.")
     ] = False,
     unapproved: UnapprovedOpt = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Print every component's results table instead of the summary.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Evaluate the store, recomputing only what changed since the last run.
+    """Evaluate the store, recomputing only what changed since the last run, then print the summary.
 
     New trace files rebuild the units of the users they touch; changed definitions are recollected on every
     unit; only the analyses that read changed data rerun; results are merged into the store. Unchanged
@@ -381,6 +384,9 @@ def run(
                 task = progress.add_task("evaluating users", total=runner.users_to_visit())
                 runner.progress = lambda done: progress.update(task, completed=done)
                 report = runner.run()
+            from agent_factory.evaluators.findings import all_flags
+
+            flags = all_flags(runner.pack, runner.specs)
     except AgentFactoryError as e:
         raise fail(e) from e
     if as_json:
@@ -389,6 +395,14 @@ def run(
     out.print(_run_line(report), markup=False)
     if report.uncollected_reasons:
         out.print("uncollected by reason: " + ", ".join(f"{k}: {v:,}" for k, v in report.uncollected_reasons.items()))
+    if not verbose:
+        from agent_factory.factory.cli_summary import print_summary
+
+        try:
+            print_summary(store, flags, suite=suite)
+        except AgentFactoryError as e:
+            raise fail(e) from e
+        return
     for name, comp in report.components.items():
         table = Table(title=f"{name}", show_header=True, title_justify="left")
         for col in ("metric", "layer", "stratum", "value", "95% CI", "n"):
@@ -523,3 +537,4 @@ def main() -> None:  # pragma: no cover - console entry
 
 from agent_factory.factory import cli_review  # noqa: E402,F401,I001  (registers diff and approve)
 from agent_factory.factory import cli_report  # noqa: E402,F401,I001  (registers report)
+from agent_factory.factory import cli_summary  # noqa: E402,F401,I001  (registers summary)

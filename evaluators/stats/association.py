@@ -20,7 +20,7 @@ from pydantic import Field
 from agent_factory.evaluators.stats.estimate import check_confidence
 from agent_factory.frozen import Frozen
 
-VERSION = "1"
+VERSION = "2"
 
 
 class MeanDifference(Frozen):
@@ -82,6 +82,12 @@ def cluster_mean_difference(
     if g < 2:
         return MeanDifference(diff=diff, se=None, low=None, high=None,
                               note="fewer than 2 clusters: no cluster interval", **common)
+    sides = min(len(np.unique(member[f])), len(np.unique(member[~f])))
+    if sides < 2:
+        # One cluster on a side leaves that side's variance unestimated (a lone unit's residual is 0): the
+        # interval would come out narrow for the least evidence.
+        return MeanDifference(diff=diff, se=None, low=None, high=None,
+                              note="fewer than 2 clusters on a side: no cluster interval", **common)
     resid = np.where(f, (y - m1) / n1, -(y - m0) / n0)
     z = np.bincount(member, weights=resid, minlength=g)
     se = math.sqrt(g / (g - 1) * float(z @ z))

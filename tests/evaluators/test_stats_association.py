@@ -57,3 +57,15 @@ def test_empty_side_and_single_cluster() -> None:
     assert one.diff == 1.0 and one.se is None and one.low is None
     with pytest.raises(ValueError, match="differ in length"):
         cluster_mean_difference([1.0], [True, False], ["a"])
+
+
+def test_one_cluster_on_a_side_gives_no_interval() -> None:
+    # One flagged session of one user against many users' unflagged sessions: the flagged side's variance
+    # cannot be estimated, so no interval (the point difference stays).
+    values = [1.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+    flagged = [True, False, False, False, False, False]
+    md = cluster_mean_difference(values, flagged, ["a", "b", "c", "d", "e", "f"])
+    assert md.diff == pytest.approx(1.0 - 0.4) and md.low is None and md.high is None
+    assert md.note == "fewer than 2 clusters on a side: no cluster interval"
+    two = cluster_mean_difference([*values, 1.0], [*flagged, True], ["a", "b", "c", "d", "e", "f", "g"])
+    assert two.low is not None and two.high is not None and two.low < two.diff < two.high
