@@ -62,18 +62,21 @@ def read_flag_rows(store: Store, specs: Sequence[FlagSpec]) -> tuple[list[UnitKe
 
 
 def layer_cells(specs: Sequence[FlagSpec], units: Sequence[UnitKey], rows: Sequence[FlagRow]) -> list[LayerCell]:
-    """Per component and layer: units with at least one of its problem flags raised, over units where at least
-    one was decided (flags meaning `bad` only: a hand-off or an instrument problem is no failure of the agent,
+    """Per component and layer: units with at least one of its problem flags raised, over units with at least
+    one decided below them (flags meaning `bad` only: a hand-off or an instrument problem is no failure of the agent,
     except for Provenance, whose flags are all about the evidence)."""
     bad = bad_flags(specs) | {s.id for s in specs if s.component == "provenance"}
     counted = [r for r in rows if r.flag in bad]
+    # A unit counts in the denominator when any unit below it was decided: a user whose last session is
+    # still open (undecided) was still checked on the others. Rolled up as "any decided row below".
+    checked = [r._replace(value=1) for r in counted if r.value is not None]
     out: list[LayerCell] = []
     for level in LEVELS:
         state: dict[tuple[str, str], list[bool]] = defaultdict(lambda: [False, False])
         for r in roll_up(counted, units, level=level):
-            cell = state[(r.component, r.unit_id)]
-            cell[0] = cell[0] or r.value == 1
-            cell[1] = cell[1] or r.value is not None
+            state[(r.component, r.unit_id)][0] |= r.value == 1
+        for r in roll_up(checked, units, level=level):
+            state[(r.component, r.unit_id)][1] = True
         per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for (component, _), (flagged, decided) in state.items():
             per[component][0] += int(flagged)
