@@ -6,9 +6,10 @@ long tables column-wise with pyarrow compute: one column per data item or result
 cell), and the writers (`write_table`: parquet and csv through pyarrow, jsonl through DuckDB's JSON writer).
 
 Column families, in this order (the README's "Export columns" documents each):
-ids (`unit_id`, `conversation_id`, `user_id`, then `turn_index` for turns and spans and `turn_id` for spans),
+ids (`unit_id`, `conversation_id`, `user_id`, then `turn_index` for turns and spans and `turn_id` for spans, then
+`analysed`),
 data values (`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes
-(`outcome.<kind>`), `flags_total`, `flags.<component>`, `instrument_flags`. Within a family, names sort.
+(`outcome.<kind>`), `flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family, names sort.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ class ExportInput(NamedTuple):
     """The level's per-unit data, primary rater: unit_id, item, value, fact (JSON text)."""
     results: pa.Table
     """The level's per-unit results: unit_id, name (`<component>.<metric>`), value (JSON text)."""
+    analysed: pa.Table
+    """The level's units: unit_id, analysed (false: a segment the run leaves out, e.g. synthetic or test traffic)."""
     events: list[OutcomeEvent]
     """Outcome events in time order."""
     flags: list[FlagRow]
@@ -168,21 +171,25 @@ def outcome_columns(keys: pa.Array, units: Sequence[UnitKey], events: Sequence[O
 
 def flag_columns(keys: pa.Array, specs: Sequence[FlagSpec], rows: Sequence[FlagRow],
                  level: Level) -> dict[str, pa.Array]:
-    """`flags_total`, `flags.<component>` and `instrument_flags` (the README's "Export columns").
+    """`flags_total`, `flags.<component>`, `flags_undecided` and `instrument_flags` (README: "Export columns").
 
     A component's count is the number of its flags meaning `bad` raised on the unit (a flag raised on several
     turns of a conversation counts once: the rows are rolled up); null when none of them was decided on the
     unit (never 0 for "not looked at"). `flags_total` is the sum of the non-null counts (null when all are).
     Flags meaning `instrument` (Provenance's: the evidence is incomplete, text addressed to the evaluator) say
     nothing of the agent: they are counted apart in `instrument_flags`, outside the total; `descriptive` ones
-    (a hand-off, a fast answer) are not counted (their data columns hold them)."""
+    (a hand-off, a fast answer) are not counted (their data columns hold them). `flags_undecided` counts the
+    `bad` flags left undecided on the unit (uncollected data): with it above 0 the counts are lower bounds."""
     bad = bad_flags(specs)
     instrument = frozenset(s.id for s in specs if s.meaning == "instrument")
     reach = _RANK[LAYER_OF[level]]
     components = list(dict.fromkeys(s.component for s in specs if s.id in bad and _RANK[s.layer] <= reach))
     counts: dict[str, dict[str, int]] = defaultdict(dict)  # column -> unit id -> count, decided units only
+    undecided: dict[str, int] = {}
     for r in rows:
         if r.value is None:
+            if r.flag in bad:
+                undecided[r.unit_id] = undecided.get(r.unit_id, 0) + 1
             continue
         column = f"flags.{r.component}" if r.flag in bad else ("instrument_flags" if r.flag in instrument else None)
         if column is not None:
@@ -197,7 +204,13 @@ def flag_columns(keys: pa.Array, specs: Sequence[FlagSpec], rows: Sequence[FlagR
     total: pa.Array = pa.nulls(len(keys), pa.int64())
     for col in per_component:
         total = pc.if_else(pc.is_null(total), col, pc.add(total, pc.coalesce(col, 0)))
-    return {"flags_total": total, **out}
+    # Every unit whose flags were read has a count of undecided ones (0 included); the others have no flag.
+    seen = pa.array(list(dict.fromkeys(r.unit_id for r in rows if r.flag in bad)), pa.string())
+    n_undecided = pc.coalesce(_align(keys, pa.array(list(undecided), pa.string()),
+                                     pa.array(list(undecided.values()), pa.int64())),
+                              pc.if_else(pc.is_in(keys, value_set=seen), 0, pa.scalar(None, pa.int64())))
+    instrument_col = out.pop("instrument_flags")
+    return {"flags_total": total, **out, "flags_undecided": n_undecided, "instrument_flags": instrument_col}
 
 
 def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> pa.Table:
@@ -216,6 +229,7 @@ def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> p
     if level == "span":
         turn_of = turns_of_spans(read.units)
         columns["turn_id"] = pa.array([turn_of.get(u.unit_id) for u in units], pa.string())
+    columns["analysed"] = _align(keys, read.analysed["unit_id"], read.analysed["analysed"])
     values, facts = data_columns(keys, read.data)
     columns |= values | facts
     columns |= result_columns(keys, read.results, set(columns))
@@ -244,7 +258,14 @@ def read_export(store: Store, specs: Sequence[FlagSpec], level: Level) -> Export
         # One value per unit and result; were a result ever kept per stratum, the first stratum is exported.
         " QUALIFY row_number() OVER (PARTITION BY unit_id, component, metric ORDER BY stratum) = 1",
         params=[layer]).to_arrow_table()
-    return ExportInput(findings.units, data, results, store.events(), findings.at(level))
+    if level == "user":
+        analysed = store.con.sql("SELECT user_id AS unit_id, bool_or(analysed) AS analysed FROM units"
+                                 " WHERE user_id IS NOT NULL GROUP BY user_id").to_arrow_table()
+    else:
+        analysed = store.con.sql("SELECT unit_id, analysed FROM units WHERE layer = ?",
+                                 params=[layer]).to_arrow_table()
+    return ExportInput(findings.units, data, results, analysed.combine_chunks(), store.events(),
+                       findings.at(level))
 
 
 # --- writers -------------------------------------------------------------------------------------------------
