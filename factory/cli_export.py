@@ -54,14 +54,21 @@ def export(
     """Write one row per unit of a level: its ids, every per-unit datum and result of its layer, the outcome
     events joined to it, and the number of flags raised on it (total and per component). The columns are
     documented in the README ("Export columns")."""
-    from agent_factory.factory.export import ExportSummary, build_table, default_out, format_for, read_export, \
-        write_table
+    from agent_factory.evaluators.findings import LEVELS
+    from agent_factory.factory.export import (
+        ExportSummary,
+        build_table,
+        default_out,
+        format_for,
+        read_export,
+        write_table,
+    )
     from agent_factory.factory.findings import suite_flags
     from agent_factory.factory.store import Store
 
     if not store.exists():
         raise fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
-    lv = level.value
+    lv = LEVELS[list(LevelChoice).index(level)]  # the same names, typed as the findings' Level
     chosen = format_for(out_file, fmt.value if fmt is not None else None)
     target = out_file if out_file is not None else default_out(lv, chosen)
     try:

@@ -9,7 +9,8 @@ Column families, in this order (the README's "Export columns" documents each):
 ids (`unit_id`, `conversation_id`, `user_id`, then `turn_index` for turns and spans and `turn_id` for spans, then
 `analysed`),
 data values (`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes
-(`outcome.<kind>`), `flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family, names sort.
+(`outcome.<kind>`), `flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family,
+names sort.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import os
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -102,24 +103,39 @@ def _ordered(units: Sequence[UnitKey], level: Level) -> list[UnitKey]:
                   key=lambda u: (u.user_id or "", u.conversation_id or "", u.position, u.unit_id))
 
 
-def _align(keys: pa.Array, ids: pa.Array, values: pa.Array) -> pa.Array:
+Col: TypeAlias = "pa.Array[Any]"
+"""One column of the table (a single chunk: the filters' chunked results are combined first)."""
+
+
+def _one(values: pa.Array[Any] | pa.ChunkedArray[Any]) -> Col:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _null(typ: pa.DataType) -> pa.Scalar[Any]:
+    return pa.scalar(None, typ)
+
+
+def _align(keys: Col, ids: Col, values: Col) -> Col:
     """`values` (one per id of `ids`) placed on the rows of `keys`; null where a key has no id."""
     return pc.take(values, pc.index_in(keys, value_set=ids))
 
 
-def decode_json(values: pa.Array) -> pa.Array:
+def _json_null(values: Col) -> Col:
+    out: Col = pc.if_else(pc.equal(values, pa.scalar("null")), _null(pa.string()), values)
+    return out
+
+
+def decode_json(values: Col) -> Col:
     """JSON texts (a datum's fact, a result's value) as one typed column: float64 when every non-null value is a
     number, else text (JSON strings unquoted, other JSON as written). JSON `null` becomes null."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    values = pc.if_else(pc.equal(values, "null"), pa.scalar(None, pa.string()), values)
+    values = _json_null(values)
     try:
         return pc.cast(values, pa.float64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         pass
     # Text: decode each distinct value once (labels repeat; the dictionary is small).
-    encoded = pc.dictionary_encode(values)
-    decoded = [_text(json.loads(v)) for v in encoded.dictionary.to_pylist()]
+    encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(values))
+    decoded = [_text(json.loads(str(v))) for v in encoded.dictionary.to_pylist()]
     return pc.take(pa.array(decoded, pa.string()), encoded.indices)
 
 
@@ -127,50 +143,53 @@ def _text(v: object) -> str:
     return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
 
-def _pivot(keys: pa.Array, long: pa.Table, name: str) -> list[tuple[str, pa.Table]]:
-    """`long` split by its `name` column, sorted by name: (name, its rows)."""
+def _split(long: pa.Table, by: str) -> list[tuple[str, dict[str, Col]]]:
+    """`long` split by its `by` column, sorted by that name: (name, its rows' columns)."""
     if long.num_rows == 0:
         return []
-    names = sorted(str(n) for n in pc.unique(long[name]).to_pylist())
-    return [(n, long.filter(pc.equal(long[name], n)).combine_chunks()) for n in names]
+    names = sorted(str(n) for n in pc.unique(long[by]).to_pylist())
+    out: list[tuple[str, dict[str, Col]]] = []
+    for n in names:
+        part = long.filter(pc.equal(long[by], pa.scalar(n)))
+        out.append((n, {c: _one(part[c]) for c in part.column_names if c != by}))
+    return out
 
 
-def data_columns(keys: pa.Array, data: pa.Table) -> tuple[dict[str, pa.Array], dict[str, pa.Array]]:
+def data_columns(keys: Col, data: pa.Table) -> tuple[dict[str, Col], dict[str, Col]]:
     """Per data item: its value column (`uncollected` -> null) and, for items carrying any fact, the fact's."""
-    values: dict[str, pa.Array] = {}
-    facts: dict[str, pa.Array] = {}
-    for item, rows in _pivot(keys, data, "item"):
-        collected = pc.not_equal(rows["value"], UNCOLLECTED)
-        value = pc.if_else(collected, rows["value"], pa.scalar(None, pa.string()))
-        values[item] = _align(keys, rows["unit_id"], value)
-        fact = pc.if_else(collected, rows["fact"], pa.scalar(None, pa.string()))
-        fact = pc.if_else(pc.equal(fact, "null"), pa.scalar(None, pa.string()), fact)
-        if pc.count(fact).as_py() > 0:
+    values: dict[str, Col] = {}
+    facts: dict[str, Col] = {}
+    for item, rows in _split(data, "item"):
+        collected = pc.not_equal(rows["value"], pa.scalar(UNCOLLECTED))
+        values[item] = _align(keys, rows["unit_id"], pc.if_else(collected, rows["value"], _null(pa.string())))
+        fact = _json_null(pc.if_else(collected, rows["fact"], _null(pa.string())))
+        if fact.null_count < len(fact):
             facts[f"fact.{item}"] = _align(keys, rows["unit_id"], decode_json(fact))
     return values, facts
 
 
-def result_columns(keys: pa.Array, results: pa.Table, taken: set[str]) -> dict[str, pa.Array]:
+def result_columns(keys: Col, results: pa.Table, taken: set[str]) -> dict[str, Col]:
     """Per `<component>.<metric>`: its per-unit values, decoded (`decode_json`). A name a data item already
     holds gets the prefix `result.` (no store has one yet; the column must not vanish if one does)."""
-    out: dict[str, pa.Array] = {}
-    for name, rows in _pivot(keys, results, "name"):
+    out: dict[str, Col] = {}
+    for name, rows in _split(results, "name"):
         out[f"result.{name}" if name in taken else name] = _align(keys, rows["unit_id"], decode_json(rows["value"]))
     return out
 
 
-def outcome_columns(keys: pa.Array, units: Sequence[UnitKey], events: Sequence[OutcomeEvent],
-                    level: Level) -> dict[str, pa.Array]:
+def _mapped(keys: Col, per_unit: dict[str, int] | dict[str, float], typ: pa.DataType) -> Col:
+    """A unit id -> value mapping as a column over `keys` (null where a key is absent)."""
+    return _align(keys, pa.array(list(per_unit), pa.string()), pa.array(list(per_unit.values()), typ))
+
+
+def outcome_columns(keys: Col, units: Sequence[UnitKey], events: Sequence[OutcomeEvent],
+                    level: Level) -> dict[str, Col]:
     """`outcome.<kind>` per numeric outcome kind, joined to the level's units (`unit_outcomes`)."""
-    out: dict[str, pa.Array] = {}
-    for kind, values in sorted(unit_outcomes(events, units, level=level).items()):
-        out[f"outcome.{kind}"] = _align(keys, pa.array(list(values), pa.string()),
-                                        pa.array(list(values.values()), pa.float64()))
-    return out
+    return {f"outcome.{kind}": _mapped(keys, values, pa.float64())
+            for kind, values in sorted(unit_outcomes(events, units, level=level).items())}
 
 
-def flag_columns(keys: pa.Array, specs: Sequence[FlagSpec], rows: Sequence[FlagRow],
-                 level: Level) -> dict[str, pa.Array]:
+def flag_columns(keys: Col, specs: Sequence[FlagSpec], rows: Sequence[FlagRow], level: Level) -> dict[str, Col]:
     """`flags_total`, `flags.<component>`, `flags_undecided` and `instrument_flags` (README: "Export columns").
 
     A component's count is the number of its flags meaning `bad` raised on the unit (a flag raised on several
@@ -195,22 +214,17 @@ def flag_columns(keys: pa.Array, specs: Sequence[FlagSpec], rows: Sequence[FlagR
         if column is not None:
             per_unit = counts[column]
             per_unit[r.unit_id] = per_unit.get(r.unit_id, 0) + r.value
-    out: dict[str, pa.Array] = {}
-    for column in [f"flags.{c}" for c in components] + ["instrument_flags"]:
-        per_unit = counts.get(column, {})
-        out[column] = _align(keys, pa.array(list(per_unit), pa.string()), pa.array(list(per_unit.values()),
-                                                                                     pa.int64()))
-    per_component = [out[f"flags.{c}"] for c in components]
-    total: pa.Array = pa.nulls(len(keys), pa.int64())
-    for col in per_component:
-        total = pc.if_else(pc.is_null(total), col, pc.add(total, pc.coalesce(col, 0)))
+    parts = {f"flags.{c}": _mapped(keys, counts.get(f"flags.{c}", {}), pa.int64()) for c in components}
+    zero = pa.scalar(0, pa.int64())
+    total: Col = pa.nulls(len(keys), pa.int64())
+    for col in parts.values():
+        total = pc.if_else(pc.is_null(total), col, pc.add(total, pc.coalesce(col, zero)))
     # Every unit whose flags were read has a count of undecided ones (0 included); the others have no flag.
     seen = pa.array(list(dict.fromkeys(r.unit_id for r in rows if r.flag in bad)), pa.string())
-    n_undecided = pc.coalesce(_align(keys, pa.array(list(undecided), pa.string()),
-                                     pa.array(list(undecided.values()), pa.int64())),
-                              pc.if_else(pc.is_in(keys, value_set=seen), 0, pa.scalar(None, pa.int64())))
-    instrument_col = out.pop("instrument_flags")
-    return {"flags_total": total, **out, "flags_undecided": n_undecided, "instrument_flags": instrument_col}
+    n_undecided = pc.coalesce(_mapped(keys, undecided, pa.int64()),
+                              pc.if_else(pc.is_in(keys, value_set=seen), zero, _null(pa.int64())))
+    return {"flags_total": total, **parts, "flags_undecided": n_undecided,
+            "instrument_flags": _mapped(keys, counts.get("instrument_flags", {}), pa.int64())}
 
 
 def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> pa.Table:
@@ -219,7 +233,7 @@ def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> p
         raise AgentFactoryError(f"export: unknown level {level!r}; one of {', '.join(LEVELS)}")
     units = _ordered(read.units, level)
     keys = pa.array([u.unit_id for u in units], pa.string())
-    columns: dict[str, pa.Array] = {
+    columns: dict[str, Col] = {
         "unit_id": keys,
         "conversation_id": pa.array([u.conversation_id for u in units], pa.string()),
         "user_id": pa.array([u.user_id for u in units], pa.string()),
@@ -229,7 +243,7 @@ def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> p
     if level == "span":
         turn_of = turns_of_spans(read.units)
         columns["turn_id"] = pa.array([turn_of.get(u.unit_id) for u in units], pa.string())
-    columns["analysed"] = _align(keys, read.analysed["unit_id"], read.analysed["analysed"])
+    columns["analysed"] = _align(keys, _one(read.analysed["unit_id"]), _one(read.analysed["analysed"]))
     values, facts = data_columns(keys, read.data)
     columns |= values | facts
     columns |= result_columns(keys, read.results, set(columns))
@@ -264,7 +278,7 @@ def read_export(store: Store, specs: Sequence[FlagSpec], level: Level) -> Export
     else:
         analysed = store.con.sql("SELECT unit_id, analysed FROM units WHERE layer = ?",
                                  params=[layer]).to_arrow_table()
-    return ExportInput(findings.units, data, results, analysed.combine_chunks(), store.events(),
+    return ExportInput(findings.units, data, results, analysed, store.events(),
                        findings.at(level))
 
 
