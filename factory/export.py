@@ -5,12 +5,10 @@ outcome events, the flags through `factory.findings`), the pure table builder (`
 long tables column-wise with pyarrow compute: one column per data item or result, never a Python object per
 cell), and the writers (`write_table`: parquet and csv through pyarrow, jsonl through DuckDB's JSON writer).
 
-Column families, in this order (the README's "Export columns" documents each):
-ids (`unit_id`, `conversation_id`, `user_id`, then `turn_index` for turns and spans and `turn_id` for spans, then
-`analysed`),
-data values (`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes
-(`outcome.<kind>`), `flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family,
-names sort.
+Column families, in this order (the README's "Export columns" documents each): ids (`unit_id`,
+`conversation_id`, `user_id`, then `turn_index` for turns and spans, `turn_id` for spans), `analysed`, data values
+(`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes (`outcome.<kind>`),
+`flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family, names sort.
 """
 
 from __future__ import annotations
@@ -43,12 +41,12 @@ from agent_factory.factory.store import Store
 from agent_factory.frozen import Frozen
 
 Format = Literal["csv", "jsonl", "parquet"]
-FORMATS: tuple[Format, ...] = ("csv", "jsonl", "parquet")
 SUFFIX_FORMAT: dict[str, Format] = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
                                     ".pq": "parquet"}
 UNCOLLECTED = "uncollected"
 """The datum value of an item no collector answered: exported as null, never as a value (and never a pass)."""
 _RANK = {"span": 0, "trace": 1, "conversation": 2, "engagement": 3}
+"""Layers from fine to coarse: a level's flag columns are those of its layer and the layers below it."""
 
 
 class ExportSummary(Frozen):
