@@ -40,10 +40,10 @@ def export(
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[
         FormatChoice | None,
-        typer.Option("--format", help="File format [default: from --out's suffix, else csv]."),
+        typer.Option("--format", help="File format (default: from --out's suffix, else csv)."),
     ] = None,
     out_file: Annotated[
-        Path | None, typer.Option("--out", help="The file to write [default: export-<level>.<format>].")
+        Path | None, typer.Option("--out", help="The file to write (default: export-<level>.<format>).")
     ] = None,
     suite: Annotated[
         Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
