@@ -134,6 +134,26 @@ def test_default_out_names_the_level_and_format(small_store: Path, tmp_path: Pat
     assert _export(small_store, "--level", "user", "--format", "jsonl")["out"] == "export-user.jsonl"
 
 
+def test_columns_are_stable_across_runs_and_formats(small_store: Path, tmp_path: Path) -> None:
+    tables = []
+    for name in ("a.parquet", "b.parquet", "c.jsonl", "d.csv"):
+        _export(small_store, "--level", "turn", "--out", str(tmp_path / name))
+        tables.append(_read(tmp_path / name, Path(name).suffix.lstrip(".")))
+    assert tables[0].equals(tables[1])
+    names = tables[0].column_names
+    assert tables[2].column_names == names == tables[3].column_names
+    def family(c: str) -> int:  # at turn level the per-unit results are Conduct's violations
+        prefixes = ("fact.", "conduct.violation.", "outcome.", "flags_total", "flags.", "flags_undecided",
+                    "instrument_flags")
+        return 0 if c in IDS["turn"] else next((i + 2 for i, p in enumerate(prefixes) if c.startswith(p)), 1)
+
+    order = [family(c) for c in names]
+    assert order == sorted(order) and {1, 2, 3, 5, 6, 7, 8} <= set(order)  # no outcomes simulated
+    for f in (1, 2, 3):  # within a family, names sort
+        members = [c for c in names if family(c) == f]
+        assert members == sorted(members)
+
+
 def _spec(fid: str, component: str, meaning: str = "bad") -> FlagSpec:
     return FlagSpec(id=fid, component=component, layer="trace", label=fid, item=fid, raised=("no",),
                     meaning=meaning)  # type: ignore[arg-type]
