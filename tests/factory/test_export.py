@@ -17,9 +17,7 @@ from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow
 from agent_factory.factory.cli import app
 from agent_factory.factory.export import decode_json, flag_columns
-from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
-from tests.conftest import shared_data
 
 NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": ""}
 LAYER = {"span": "span", "turn": "trace", "conversation": "conversation"}
@@ -32,18 +30,10 @@ IDS = {"span": ["unit_id", "conversation_id", "user_id", "turn_index", "turn_id"
        "user": ["unit_id", "conversation_id", "user_id", "analysed"]}
 
 
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 simulated users ingested and run with the shipped pack (rules only)."""
-    root = tmp_path_factory.mktemp("export")
-    simulate(SimConfig(users=12, seed=5), root / "sim")
-    store = root / "store.duckdb"
-    runner = CliRunner()
-    for args in (["ingest", str(root / "sim"), "--store", str(store), "--pack", "business_analysis"],
-                 ["run", "--store", str(store), "--json"]):
-        res = runner.invoke(app, args, env=NO_MODEL)
-        assert res.exit_code == 0, res.output
-    return store
+@pytest.fixture
+def small_store(sim_store: tuple[Path, str]) -> Path:
+    """12 simulated users ingested and run with the shipped pack (rules only; the session's `sim_store`)."""
+    return sim_store[0]
 
 
 def _read(path: Path, fmt: str) -> pa.Table:
@@ -205,15 +195,10 @@ def test_missing_store_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.realdata
-def test_tau_conversations_carry_the_reward_and_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
+def test_tau_conversations_carry_the_reward_and_flags(tau_store: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG"):
-        monkeypatch.delenv(var, raising=False)
-    store = tmp_path / "s.duckdb"
-    runner = CliRunner()
-    assert runner.invoke(app, ["ingest", str(src), "--pack", "airline", "--store", str(store)]).exit_code == 0
-    assert runner.invoke(app, ["run", "--store", str(store), "--json"]).exit_code == 0
+    store = tau_store
     summary = _export(store, "--level", "conversation", "--out", "tau.parquet")
     table = pq.read_table(tmp_path / "tau.parquet")
     assert summary["rows"] == table.num_rows == 128
