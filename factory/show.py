@@ -130,6 +130,8 @@ class SpanView(Frozen):
     """Its output (redacted)."""
     error: str | None
     """Its error (redacted)."""
+    tool_calls: tuple[str, ...] = ()
+    """The tools a model call asked for (`attributes.tool_calls`), in order."""
 
 
 class TurnView(Frozen):

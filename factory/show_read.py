@@ -167,10 +167,18 @@ def _red(text: str | None, redactor: Redactor) -> str | None:
 def _spans(store: Store, turn_id: str, redactor: Redactor, *, span_id: str | None = None) -> list[SpanView]:
     where, args = ("id = ?", [span_id]) if span_id is not None else ("turn_id = ?", [turn_id])
     rows = store.con.execute(
-        f"SELECT id, name, kind, status, input, output, error FROM spans WHERE {where}"
+        f"SELECT id, name, kind, status, input, output, error, attributes FROM spans WHERE {where}"
         " ORDER BY start_time NULLS LAST, trace_id, seq, id", args).fetchall()
     return [SpanView(id=i, name=n, kind=k, status=s, input=_red(a, redactor), output=_red(b, redactor),
-                     error=_red(e, redactor)) for i, n, k, s, a, b, e in rows]
+                     error=_red(e, redactor), tool_calls=_tool_calls(attrs, redactor))
+            for i, n, k, s, a, b, e, attrs in rows]
+
+
+def _tool_calls(attributes: str | None, redactor: Redactor) -> tuple[str, ...]:
+    calls = (_decode(attributes) or {}).get("tool_calls") if attributes else None
+    if not isinstance(calls, list):
+        return ()
+    return tuple(redact_text(str(c.get("name", c)) if isinstance(c, dict) else str(c), redactor) for c in calls)
 
 
 def _turns(store: Store, redactor: Redactor, *, conversation_id: str | None = None,
