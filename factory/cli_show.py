@@ -8,12 +8,9 @@ error handling and exit codes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import Annotated, cast
 
 import typer
-
-if TYPE_CHECKING:
-    from agent_factory.evaluators.findings import Level
 
 from agent_factory.errors import AgentFactoryError
 from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
@@ -79,7 +76,7 @@ def show(
             if unit_id is not None:
                 shown = read_unit(st, unit_id, specs, redactor)
             else:
-                ranked = read_worst(st, specs, redactor, n=cast(int, worst), level=cast("Level", level),
+                ranked = read_worst(st, specs, redactor, n=cast(int, worst), level=level,
                                     component=component, clause=clause)
     except AgentFactoryError as e:
         raise fail(e) from e
