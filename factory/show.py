@@ -208,6 +208,9 @@ class Quote(Frozen):
     """One past the last character cited."""
     text: str
     """Context and the cited range marked «…», whitespace collapsed."""
+    cites: Literal["evidence", "request"] = "evidence"
+    """`evidence`: the datum's own pointer; `request`: no raised flag's datum points at stored text (an
+    absence, such as no retrieval before answering), so the request of the turn it was raised on is quoted."""
 
 
 class WorstUnit(Frozen):

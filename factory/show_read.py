@@ -261,11 +261,12 @@ def read_unit(store: Store, unit_id: str, specs: Sequence[FlagSpec], redactor: R
 def _quote(store: Store, texts: _Texts, rows: Sequence[FlagRow], specs: Sequence[FlagSpec],
            position: dict[str, int]) -> Quote | None:
     """The first evidence pointer with stored text of the first raised flag's datum (suite order, then turn
-    order) that has one."""
+    order) that has one; else the request of the first turn a flag was raised on."""
     order = {s.id: i for i, s in enumerate(specs)}
     spec_of = {s.id: s for s in specs}
     tried = 0
-    for r in sorted(rows, key=lambda r: (order[r.flag], position.get(r.unit_id, 0), r.unit_id)):
+    ranked = sorted(rows, key=lambda r: (order[r.flag], position.get(r.unit_id, 0), r.unit_id))
+    for r in ranked:
         s = spec_of[r.flag]
         if s.source != "datum" or tried >= _QUOTE_TRIES:
             continue
@@ -281,6 +282,13 @@ def _quote(store: Store, texts: _Texts, rows: Sequence[FlagRow], specs: Sequence
                                                       context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)
             return Quote(flag=s.id, unit_id=str(p["unit_id"]), field=str(p["field"]), start=start, end=end,
                          text=one_line(marked(before, cited, after, cut=cut)))
+    for r in ranked:
+        request = texts.value(r.unit_id, "request") if r.layer == "trace" else None
+        if isinstance(request, str) and request.strip():
+            before, cited, after, cut = pointer_parts(request, 0, len(request), texts.redactor,
+                                                      context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)
+            return Quote(flag=r.flag, unit_id=r.unit_id, field="request", start=0, end=len(request),
+                         text=one_line(marked(before, cited, after, cut=cut)), cites="request")
     return None
 
 

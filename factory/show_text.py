@@ -151,7 +151,7 @@ def render_worst(w: Worst, *, options: str = "") -> list[str]:
     """The lines `show --worst N` prints; `options` (`--store S`) are repeated in the command suggested."""
     what = (f"clause {w.clause}" if w.clause else f"component {w.component}" if w.component else "every component")
     head = (f"{len(w.units)} of {w.units_flagged:,} flagged {w.level}s ({w.units_total:,} in all), most flags "
-            f"meaning bad first ({w.flags_counted} flags of {what} counted)")
+            f"meaning bad first ({w.flags_counted} flag{'s' if w.flags_counted != 1 else ''} of {what} counted)")
     out = [clean(head)]
     if not w.units:
         out.append(f"  no {w.level} raised any of them")
@@ -163,7 +163,8 @@ def render_worst(w: Worst, *, options: str = "") -> list[str]:
         out.append(clean(f"{i:>3}. {u.unit_id}  {u.flags_raised} flag{plural} ({per}){who}"))
         out.append(clean("     " + "; ".join(u.labels)))
         q = u.quote
-        out.append("     " + (clean(f"{q.unit_id} {q.field}: {q.text}") if q else "(no evidence pointer to quote)"))
+        why = " (the datum points at nothing: the turn's request)" if q and q.cites == "request" else ""
+        out.append("     " + (clean(f"{q.unit_id} {q.field}{why}: {q.text}") if q else "(nothing to quote)"))
     out.append(clean(f"next: agent-factory show {w.units[0].unit_id}{' ' + options if options else ''}"))
     return out
 

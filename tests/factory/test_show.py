@@ -273,3 +273,26 @@ def test_tau_worst_five_conversations_and_the_first_shown(tau_store: Path) -> No
         f for d in raised for f in d["raises"] if f.startswith(("conduct.", "trajectory."))}
     out = _show(first, "--store", str(tau_store)).stdout
     assert f"data of conversation {first}" in out and "«" in out
+
+
+def test_worst_quotes_the_request_when_the_datum_points_at_nothing(small_store: Path, tmp_path: Path) -> None:
+    # A violation that is an absence (no retrieval before answering) has no pointer: the turn's request is quoted.
+    store = tmp_path / "copy.duckdb"
+    shutil.copy(small_store, store)
+    con = duckdb.connect(str(store))
+    (item, turn_id) = con.execute(
+        "SELECT item, unit_id FROM atomic_data WHERE item LIKE 'conduct.%.obligation' AND value = 'no'"
+        " AND layer = 'trace' ORDER BY item, unit_id LIMIT 1").fetchone()  # type: ignore[misc]
+    con.execute("UPDATE atomic_data SET evidence = '[]' WHERE item = ?", [item])
+    (conv,) = con.execute("SELECT conversation_id FROM turns WHERE id = ?", [turn_id]).fetchone()  # type: ignore[misc]
+    (request,) = con.execute(  # the conversation's first turn that broke the clause
+        "SELECT t.request FROM turns t JOIN atomic_data d ON d.unit_id = t.id AND d.item = ? AND d.value = 'no'"
+        " WHERE t.conversation_id = ? ORDER BY t.idx LIMIT 1", [item, conv]).fetchone()  # type: ignore[misc]
+    con.close()
+    clause = item.removeprefix("conduct.").removesuffix(".obligation")
+    worst = _json("--worst", "50", "--clause", clause, "--store", str(store))
+    unit = next(u for u in worst["units"] if u["unit_id"] == conv)
+    quote = unit["quote"]
+    assert quote["cites"] == "request" and quote["field"] == "request" and quote["flag"] == f"conduct.{clause}.violated"
+    assert quote["text"].startswith("«" + " ".join(request.split())[:40])
+    assert all(u["quote"]["cites"] == "request" for u in worst["units"])
