@@ -26,7 +26,8 @@ def _lines(lines: list[str]) -> None:
 @app.command()
 def show(
     unit_id: Annotated[
-        str | None, typer.Argument(help="A span, turn, conversation or user id (ids: `show --worst 10`).")
+        str | None,
+        typer.Argument(metavar="UNIT_ID", help="A span, turn, conversation or user id (ids: `show --worst 10`)."),
     ] = None,
     store: StoreOpt = DEFAULT_STORE,
     worst: Annotated[

@@ -183,6 +183,11 @@ def test_worst_lists_units_by_flag_count_each_with_a_quote(small_store: Path) ->
     assert units[0]["quote"]["text"] in text and f"agent-factory show {units[0]['unit_id']}" in lines[-1]
     turns = _json("--worst", "2", "--level", "turn", "--store", str(small_store))
     assert [(u["unit_id"], u["flags_raised"]) for u in turns["units"]] == _expected(small_store, "turn")[:2]
+    users = _json("--worst", "20", "--level", "user", "--store", str(small_store))
+    (n_users,) = _one(small_store, "SELECT count(DISTINCT user_id) FROM units")  # 12 users and 3 staff accounts
+    assert users["units_total"] == n_users == 15 and [(u["unit_id"], u["flags_raised"]) for u in users["units"]] == \
+        _expected(small_store, "user")
+    assert users["units"][0]["flags_raised"] >= units[0]["flags_raised"]  # a user holds its conversations' flags
 
 
 def test_worst_component_and_clause_filters(small_store: Path) -> None:
