@@ -13,6 +13,7 @@ from agent_factory.errors import AgentFactoryError
 from agent_factory.evaluators.collect.redact import Redactor, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow, Level, level_units
+from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.factory.findings import Findings, read_findings
 from agent_factory.factory.report.read import _field_text
 from agent_factory.factory.show import (
@@ -87,7 +88,8 @@ def _decode(raw: str | None) -> Any:
 
 def field_value(store: Store, unit_id: str, field: str) -> str | list[Any] | None:
     """The text (for `attributes.tool_calls`, the list) a pointer's field holds; None when not stored.
-    `_field_text` reads the text fields; the turn and span columns and non-text attributes are read here."""
+    `_field_text` reads the text fields; the other turn and span columns, attributes stored flat and
+    non-text attributes are read here."""
     text = _field_text(store, unit_id, field)
     if text is not None:
         return text
@@ -101,15 +103,17 @@ def field_value(store: Store, unit_id: str, field: str) -> str | list[Any] | Non
         if row is not None and row[0] is not None:
             return str(row[0])
     if field.startswith("attributes."):
+        key = field.removeprefix("attributes.")
         for table in ("turns", "spans", "conversations"):
             row = con.execute(f"SELECT attributes FROM {table} WHERE id = ? LIMIT 1", [unit_id]).fetchone()
-            if row is not None and row[0]:
-                value: Any = json.loads(row[0])
-                for key in field.split(".")[1:]:
-                    value = value.get(key) if isinstance(value, dict) else None
-                if value is None or isinstance(value, list):
-                    return value
-                return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            if row is None or not row[0]:
+                continue
+            # Attributes are stored flat (`{"agent.mode": ..}`), nested or mixed: read them as the rules did.
+            value: Any = lookup(json.loads(row[0]), key)
+            if isinstance(value, str | list):
+                return value
+            if isinstance(value, int | float | bool):
+                return json.dumps(value)
     return None
 
 

@@ -227,6 +227,23 @@ def test_trace_text_with_markup_is_printed_literally_and_redacted(small_store: P
     assert "alice@example.com" not in json.dumps(shown) and shown["turn"]["answer"].startswith("[bold]BOLD")
 
 
+def test_pointer_into_flat_attributes_cites_the_value(small_store: Path, tmp_path: Path) -> None:
+    # The simulator's attributes are stored flat (`{"agent.mode": "deep"}`); a pointer names `attributes.agent.mode`.
+    store = tmp_path / "copy.duckdb"
+    shutil.copy(small_store, store)
+    con = duckdb.connect(str(store))
+    (turn_id, mode) = con.execute("SELECT id, json_extract_string(attributes, '$.\"agent.mode\"') FROM turns"
+                                  " WHERE json_extract_string(attributes, '$.\"agent.mode\"') IS NOT NULL"
+                                  " ORDER BY id LIMIT 1").fetchone()  # type: ignore[misc]
+    pointer = [{"unit_id": turn_id, "field": "attributes.agent.mode", "start": 0, "end": len(mode)}]
+    con.execute("UPDATE atomic_data SET evidence = ? WHERE unit_id = ? AND item = 'execution.mode'",
+                [json.dumps(pointer), turn_id])
+    con.close()
+    shown = _json(turn_id, "--store", str(store))
+    (p,) = [p for p in _pointers(shown) if p["field"] == "attributes.agent.mode"]
+    assert p["missing"] is None and p["cited"] == mode and mode in ("simple", "normal", "deep")
+
+
 def test_pointer_parts_redacts_across_the_window_and_cites_tool_calls() -> None:
     text = "x" * 200 + " write to alice@example.com now " + "y" * 200
     start = text.index("alice") + 3
@@ -276,6 +293,10 @@ def test_tau_worst_five_conversations_and_the_first_shown(tau_store: Path) -> No
     assert raised and any(p["cited"] for d in raised for p in d["evidence"])
     assert {f["id"] for f in shown["flags"] if f["meaning"] == "bad"} >= {
         f for d in raised for f in d["raises"] if f.startswith(("conduct.", "trajectory."))}
+    calls = [p for p in _pointers(shown) if p["field"] == "attributes.tool_calls"]
+    with Store(tau_store, read_only=True) as st:
+        tools = {n for (n,) in st.con.execute("SELECT DISTINCT name FROM spans WHERE kind = 'tool'").fetchall()}
+    assert calls and all(p["missing"] is None and set(p["cited"].split(", ")) <= tools for p in calls)
     out = _show(first, "--store", str(tau_store)).stdout
     assert f"data of conversation {first}" in out and "«" in out
 
