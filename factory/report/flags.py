@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, cast
 
 from agent_factory.evaluators.core.flags import FlagSpec
@@ -41,7 +42,10 @@ def _units(store: Store, user: str | None = None) -> list[UnitKey]:
     return [UnitKey(u, cast(Layer, layer), c, user, int(i)) for u, layer, c, user, i in rows]
 
 
+@lru_cache(maxsize=65536)
 def _fact(raw: str | None) -> float | str | None:
+    # Cached: a store's facts and result values are few distinct strings (`null`, `1.0`, labels) over
+    # hundreds of thousands of rows, and decoding each was a third of reading every flag.
     if raw is None:
         return None
     v: Any = json.loads(raw)
