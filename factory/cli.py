@@ -538,4 +538,5 @@ def main() -> None:  # pragma: no cover - console entry
 from agent_factory.factory import cli_review  # noqa: E402,F401,I001  (registers diff and approve)
 from agent_factory.factory import cli_report  # noqa: E402,F401,I001  (registers report)
 from agent_factory.factory import cli_summary  # noqa: E402,F401,I001  (registers summary)
+from agent_factory.factory import cli_export  # noqa: E402,F401,I001  (registers export)
 from agent_factory.factory import cli_show  # noqa: E402,F401,I001  (registers show)

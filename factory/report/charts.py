@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import altair as alt
-
 from agent_factory.frozen import Frozen
 
 WIDTH = 520
@@ -45,6 +43,8 @@ def interval_chart(points: Sequence[Point], *, x_title: str, share: bool = True,
                    rule_label: str = "") -> dict[str, Any]:
     """Dots for the estimates with a line for each 95% interval, one row per label (groups side by side);
     `share` puts the axis on 0-1 as percentages; `rule_at` draws a reference line (a baseline, the 0.60 line)."""
+    import altair as alt  # a second to import: only when a chart is drawn (the summary reads this package)
+
     labels = list(dict.fromkeys(p.label for p in points))
     grouped = any(p.group for p in points)
     data = _data(_records(points))
@@ -74,6 +74,8 @@ def interval_chart(points: Sequence[Point], *, x_title: str, share: bool = True,
 
 def count_chart(labels_counts: Sequence[tuple[str, float]], *, x_title: str) -> dict[str, Any]:
     """Horizontal bars of counts, in the given order."""
+    import altair as alt  # a second to import: only when a chart is drawn (the summary reads this package)
+
     labels = [label for label, _ in labels_counts]
     data = _data([{"label": label, "count": c} for label, c in labels_counts])
     chart = alt.Chart(data).mark_bar(color="#3b6ea8").encode(
@@ -84,6 +86,8 @@ def count_chart(labels_counts: Sequence[tuple[str, float]], *, x_title: str) -> 
 
 
 def _data(values: list[dict[str, Any]]) -> Any:
+    import altair as alt
+
     return alt.Data(values=values)  # type: ignore[no-untyped-call]
 
 

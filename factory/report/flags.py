@@ -44,8 +44,8 @@ def _units(store: Store, user: str | None = None) -> list[UnitKey]:
 
 @lru_cache(maxsize=65536)
 def _fact(raw: str | None) -> float | str | None:
-    # Cached: a store's facts and result values are few distinct strings (`null`, `1.0`, labels) over
-    # hundreds of thousands of rows, and decoding each was a third of reading every flag.
+    # Cached: the result values and facts read are few distinct strings (`"violated"`, `null`, labels) over
+    # hundreds of thousands of rows; decoding each again took 2 of the 12 s of `show --worst` on the quick start.
     if raw is None:
         return None
     v: Any = json.loads(raw)
@@ -61,9 +61,12 @@ def read_flag_rows(store: Store, specs: Sequence[FlagSpec], *,
     # A user's units are few: filtering the rows by unit id keeps `show UNIT_ID` quick on a large store.
     mine = " AND unit_id IN (SELECT unit_id FROM units WHERE user_id = ?)" if user is not None else ""
     extra = [user] if user is not None else []
-    data = [DatumRow(u, i, v, _fact(f)) for u, i, v, f in store.con.execute(
-        "SELECT unit_id, item, value, fact FROM atomic_data WHERE rater = 'primary' AND item IN (SELECT unnest(?))"
-        + mine, [sorted(items), *extra]).fetchall()]
+    # Only the flags with a `fact` condition read the fact: decoding every datum's JSON fact cost most of the read.
+    with_fact = sorted({s.item for s in specs if s.source == "datum" and s.fact is not None})
+    data = [DatumRow(u, i, v, _fact(f) if f is not None else None) for u, i, v, f in store.con.execute(
+        "SELECT unit_id, item, value, CASE WHEN item IN (SELECT unnest(?)) THEN fact END FROM atomic_data"
+        " WHERE rater = 'primary' AND item IN (SELECT unnest(?))" + mine,
+        [with_fact, sorted(items), *extra]).fetchall()]
     wanted = {f"{c}/{m}" for c, m in metrics}
     results = [ResultRow(u, c, m, _fact(v)) for u, c, m, v in store.con.execute(
         "SELECT unit_id, component, metric, value FROM results WHERE unit_id IS NOT NULL" + mine, extra).fetchall()
@@ -72,18 +75,21 @@ def read_flag_rows(store: Store, specs: Sequence[FlagSpec], *,
 
 
 def layer_cells(specs: Sequence[FlagSpec], units: Sequence[UnitKey], rows: Sequence[FlagRow]) -> list[LayerCell]:
-    """Per component and layer: units with at least one of its problem flags raised, over units where at least
-    one was decided (flags meaning `bad` only: a hand-off or an instrument problem is no failure of the agent,
+    """Per component and layer: units with at least one of its problem flags raised, over units with at least
+    one decided below them (flags meaning `bad` only: a hand-off or an instrument problem is no failure of the agent,
     except for Provenance, whose flags are all about the evidence)."""
     bad = bad_flags(specs) | {s.id for s in specs if s.component == "provenance"}
     counted = [r for r in rows if r.flag in bad]
+    # A unit counts in the denominator when any unit below it was decided: a user whose last session is
+    # still open (undecided) was still checked on the others. Rolled up as "any decided row below".
+    checked = [r._replace(value=1) for r in counted if r.value is not None]
     out: list[LayerCell] = []
     for level in LEVELS:
         state: dict[tuple[str, str], list[bool]] = defaultdict(lambda: [False, False])
         for r in roll_up(counted, units, level=level):
-            cell = state[(r.component, r.unit_id)]
-            cell[0] = cell[0] or r.value == 1
-            cell[1] = cell[1] or r.value is not None
+            state[(r.component, r.unit_id)][0] |= r.value == 1
+        for r in roll_up(checked, units, level=level):
+            state[(r.component, r.unit_id)][1] = True
         per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for (component, _), (flagged, decided) in state.items():
             per[component][0] += int(flagged)

@@ -39,7 +39,10 @@ _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file; a `StoreError` in one line when another process holds it or it is no store."""
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        con = duckdb.connect(str(path), read_only=read_only)
+        # DuckDB draws its own progress bar on a terminal for queries over 2 s; the commands draw theirs.
+        con.execute("SET enable_progress_bar = false")
+        return con
     except duckdb.IOException as e:
         text = str(e)
         if "lock" not in text.lower():

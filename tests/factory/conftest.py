@@ -30,3 +30,43 @@ def model_env(tmp_path: Path, fake_openai: FakeOpenAIServer, monkeypatch: pytest
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("AGENT_FACTORY_CONFIG", raising=False)
     return tmp_path
+
+
+_NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
+
+
+def _ingest_and_run(store: Path, *ingest: str) -> str:
+    from typer.testing import CliRunner
+
+    from agent_factory.factory.cli import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["ingest", *ingest, "--store", str(store)], env=_NO_MODEL)
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["run", "--store", str(store)], env=_NO_MODEL)
+    assert res.exit_code == 0, res.output
+    return res.stdout
+
+
+@pytest.fixture(scope="session")
+def sim_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """12 simulated users ingested and run with the shipped pack, rules only (read it, do not write it):
+    the store and what `run` printed."""
+    from agent_factory.factory.simulate import SimConfig, simulate
+
+    root = tmp_path_factory.mktemp("sim-store")
+    simulate(SimConfig(users=12, seed=5), root / "sim")
+    store = root / "store.duckdb"
+    return store, _ingest_and_run(store, str(root / "sim"), "--pack", "business_analysis")
+
+
+@pytest.fixture(scope="session")
+def tau_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 128 tau-bench airline conversations ingested and run with the airline pack, rules only (read it, do
+    not write it); skips when the shared data is absent."""
+    from tests.conftest import shared_data
+
+    src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
+    store = tmp_path_factory.mktemp("tau-store") / "tau.duckdb"
+    _ingest_and_run(store, str(src), "--pack", "airline")
+    return store

@@ -18,9 +18,7 @@ from agent_factory.evaluators.findings import FlagRow, bad_flags, flag_counts
 from agent_factory.factory.cli import app
 from agent_factory.factory.findings import read_findings, suite_flags
 from agent_factory.factory.show import pointer_parts, rank_units
-from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
-from tests.conftest import shared_data
 
 NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 UNIT_KEYS = {"unit_id", "kind", "conversation_id", "user_id", "span", "turn", "turns", "conversations", "data",
@@ -38,18 +36,10 @@ def _json(*args: str) -> Any:
     return json.loads(res.stdout)
 
 
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 simulated users ingested and run with the shipped pack (rules only)."""
-    root = tmp_path_factory.mktemp("show")
-    simulate(SimConfig(users=12, seed=5), root / "sim")
-    store = root / "store.duckdb"
-    runner = CliRunner()
-    for args in (["ingest", str(root / "sim"), "--store", str(store), "--pack", "business_analysis"],
-                 ["run", "--store", str(store), "--json"]):
-        res = runner.invoke(app, args, env=NO_MODEL)
-        assert res.exit_code == 0, res.output
-    return store
+@pytest.fixture
+def small_store(sim_store: tuple[Path, str]) -> Path:
+    """12 simulated users ingested and run with the shipped pack, rules only (the session's; copy to write)."""
+    return sim_store[0]
 
 
 def _one(store: Path, sql: str, *args: object) -> tuple[Any, ...]:
@@ -262,19 +252,6 @@ def test_rank_units_breaks_ties_by_unit_id() -> None:
         ("c", "x", "x.one", 1), ("c", "y", "y.two", 0), ("d", "x", "x.one", None)]]
     assert rank_units(rows, {"x.one", "y.two"}) == [("a", 2, {"x": 1, "y": 1}), ("b", 2, {"x": 1, "y": 1}),
                                                     ("c", 1, {"x": 1})]
-
-
-@pytest.fixture(scope="module")
-def tau_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The 128 tau-bench airline conversations ingested with the airline pack and run (rules only)."""
-    src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
-    store = tmp_path_factory.mktemp("tau") / "tau.duckdb"
-    runner = CliRunner()
-    for args in (["ingest", str(src), "--pack", "airline", "--store", str(store)],
-                 ["run", "--store", str(store), "--json"]):
-        res = runner.invoke(app, args, env=NO_MODEL)
-        assert res.exit_code == 0, res.output
-    return store
 
 
 @pytest.mark.realdata

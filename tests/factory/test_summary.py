@@ -12,9 +12,7 @@ from typer.testing import CliRunner
 from agent_factory.evaluators.findings import Association
 from agent_factory.factory.cli import app
 from agent_factory.factory.report.model import ResultRow, StoreFacts
-from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.summary import WIDTH, build_summary, render
-from tests.conftest import shared_data
 
 FACTS = StoreFacts(path="s.duckdb", turns=100, sessions=40, users=10, spans=300, segments={"real": 100},
                    quarantined=0, units={}, last_run=None)
@@ -85,22 +83,8 @@ def test_outcomes_with_an_interval_come_first_largest_difference_first() -> None
     assert text[-4].strip().startswith("agent-factory show --worst 5")
 
 
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    root = tmp_path_factory.mktemp("summary")
-    simulate(SimConfig(users=12, seed=5), root / "sim")
-    store = root / "store.duckdb"
-    runner = CliRunner()
-    res = runner.invoke(app, ["ingest", str(root / "sim"), "--store", str(store), "--pack", "business_analysis"],
-                        env=ENV)
-    assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["run", "--store", str(store)], env=ENV)
-    assert res.exit_code == 0, res.output
-    return store, res.stdout
-
-
-def test_run_prints_the_summary_on_one_screen(small_store: tuple[Path, str]) -> None:
-    store, printed = small_store
+def test_run_prints_the_summary_on_one_screen(sim_store: tuple[Path, str]) -> None:
+    store, printed = sim_store
     lines = printed.splitlines()
     assert lines[0].startswith("run ")  # the run's own report first
     body = lines[lines.index(next(ln for ln in lines if "users of real traffic (" in ln)):]
@@ -109,15 +93,15 @@ def test_run_prints_the_summary_on_one_screen(small_store: tuple[Path, str]) -> 
     assert "delivery failure" in printed and "% [" in printed  # rates with their intervals
 
 
-def test_run_verbose_keeps_every_table(small_store: tuple[Path, str]) -> None:
-    store, _ = small_store
+def test_run_verbose_keeps_every_table(sim_store: tuple[Path, str]) -> None:
+    store, _ = sim_store
     res = CliRunner().invoke(app, ["run", "--store", str(store), "--verbose"], env=ENV)
     assert res.exit_code == 0, res.output
     assert "next:" not in res.stdout and "failure_rate" in res.stdout  # the metric tables, not the summary
 
 
-def test_summary_json_and_bad_store(small_store: tuple[Path, str], tmp_path: Path) -> None:
-    store, _ = small_store
+def test_summary_json_and_bad_store(sim_store: tuple[Path, str], tmp_path: Path) -> None:
+    store, _ = sim_store
     res = CliRunner().invoke(app, ["summary", "--store", str(store), "--json"], env=ENV)
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
@@ -131,14 +115,8 @@ def test_summary_json_and_bad_store(small_store: tuple[Path, str], tmp_path: Pat
 
 
 @pytest.mark.realdata
-def test_tau_summary_shows_each_flag_against_the_reward(tmp_path: Path) -> None:
-    src = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
-    store = tmp_path / "tau.duckdb"
-    runner = CliRunner()
-    assert runner.invoke(app, ["ingest", str(src), "--pack", "airline", "--store", str(store)],
-                         env=ENV).exit_code == 0
-    res = runner.invoke(app, ["run", "--store", str(store), "--json"], env=ENV)
-    assert res.exit_code == 0, res.output
+def test_tau_summary_shows_each_flag_against_the_reward(tau_store: Path) -> None:
+    store, runner = tau_store, CliRunner()
     res = runner.invoke(app, ["summary", "--store", str(store), "--json"], env=ENV)
     assert res.exit_code == 0, res.output
     outcomes = json.loads(res.stdout)["outcomes"]

@@ -18,6 +18,7 @@ such a plugin builds on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
@@ -84,12 +85,35 @@ def _texts(unit: object, fields: tuple[str, ...]) -> Iterator[tuple[str, str, st
                     yield span.id, _FIELD_OF[f], text
 
 
+@lru_cache(maxsize=4096)
+def _normalized(text: str) -> _norm.Normalized:
+    # One text is matched by every pattern of every clause that searches its field: normalize it once.
+    return _norm.normalize(text)
+
+
+_BACKREF = re.compile(r"\\[1-9]|\(\?P=|\(\?\(")
+
+
+@lru_cache(maxsize=4096)
+def _combined(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One alternation of `patterns` (compiled as packs compile theirs), to tell in one pass that none of them
+    matches a text: where any pattern matches at a position, the alternation does too. None where joining
+    would change a pattern's meaning (group references, which count across the joined groups) or is not
+    valid (global inline flags, repeated group names): those texts are matched pattern by pattern."""
+    if len(patterns) < 2 or any(_BACKREF.search(p) for p in patterns):
+        return None
+    try:
+        return compile_pattern("|".join(f"(?:{p})" for p in patterns))
+    except re.error:
+        return None
+
+
 @lru_cache(maxsize=65536)
 def match_ranges(pattern: str, text: str) -> tuple[tuple[int, int], ...]:
     """Where a pack regex matches `text`: each non-empty match on the normalized text, as its range in the
     original. Memoized: a clause's trigger is matched by its trigger and its obligation items, and a lexicon
     by every clause that names it, over the same texts."""
-    norm = _norm.normalize(text)
+    norm = _normalized(text)
     spans = [m.span() for m in compile_pattern(pattern).finditer(norm.text)]
     return tuple(norm.original_ranges([(a, b) for a, b in spans if b > a]))
 
@@ -204,6 +228,9 @@ def _patterns(cond: ClauseCondition, pack: KnowledgePack) -> tuple[str, ...]:
 def _text_ranges(patterns: tuple[str, ...], text: str) -> tuple[tuple[int, int], ...]:
     """Every distinct range any of `patterns` matches in `text`, sorted: one text's hits in citing order.
     Memoized: a clause's trigger is matched by its trigger and its obligation items over the same texts."""
+    combined = _combined(patterns)
+    if combined is not None and combined.search(_normalized(text).text) is None:
+        return ()  # most texts match none of a lexicon's patterns: one pass tells
     return tuple(dict.fromkeys(sorted(r for p in patterns for r in match_ranges(p, text))))
 
 
