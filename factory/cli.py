@@ -539,3 +539,4 @@ from agent_factory.factory import cli_review  # noqa: E402,F401,I001  (registers
 from agent_factory.factory import cli_report  # noqa: E402,F401,I001  (registers report)
 from agent_factory.factory import cli_summary  # noqa: E402,F401,I001  (registers summary)
 from agent_factory.factory import cli_export  # noqa: E402,F401,I001  (registers export)
+from agent_factory.factory import cli_show  # noqa: E402,F401,I001  (registers show)

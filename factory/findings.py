@@ -40,8 +40,11 @@ class Findings(NamedTuple):
         return roll_up(self.rows, self.units, level=level)
 
 
-def read_findings(store: Store, specs: Sequence[FlagSpec], *, with_associations: bool = True) -> Findings:
-    """Read every flag of `specs` off the store's last run (and, unless told not to, their outcome associations)."""
-    units, rows = read_flag_rows(store, specs)
+def read_findings(store: Store, specs: Sequence[FlagSpec], *, with_associations: bool = True,
+                  user: str | None = None) -> Findings:
+    """Read every flag of `specs` off the store's last run (and, unless told not to, their outcome associations).
+    With `user`: that user's units only (what `show` needs of one unit), without associations."""
+    units, rows = read_flag_rows(store, specs, user=user)
+    with_associations = with_associations and user is None
     assoc = read_associations(store, specs, units, rows) if with_associations else ()
     return Findings(tuple(specs), units, rows, assoc)
