@@ -207,7 +207,7 @@ def _trajectory(rows: _Rows) -> list[Line]:
         cens = rows.number("trajectory", "outcome_share.censored")
         und = rows.number("trajectory", "outcome_share.undetermined")
         parts = ", ".join(f"{k} {_rate(r).split(' n=')[0]}" for k, r in decided if r is not None)
-        out.append(_line("trajectory", f"{parts} of {n or 0:,} sessions", decided[0][1]))
+        out.append(_line("trajectory", f"{parts}, n={n or 0:,} sessions", decided[0][1]))
         tail = [f"{pct(cens)} censored (still open)" if cens else "", f"{pct(und)} undetermined" if und else ""]
         if any(tail):
             out.append(_line("trajectory", "  " + ", ".join(t for t in tail if t) + ": no outcome, never guessed"))
