@@ -16,7 +16,7 @@ from agent_factory.evaluators.collect.redact import Redactor, redact_pieces
 from agent_factory.evaluators.components.conduct import obligation_id
 from agent_factory.evaluators.components.provenance import EVIDENCE_COMPLETE, INJECTION_FLAGGED
 from agent_factory.evaluators.core.flags import FlagSpec
-from agent_factory.factory.report.flags import layer_cells, read_associations, read_flag_rows
+from agent_factory.factory.report.flags import layer_cells
 from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
 from agent_factory.factory.store import Store
 
@@ -154,7 +154,10 @@ def read_report_data(path: Path, *, redactor: Redactor | None = None,
         quotes = read_quotes(store, redactor) if redactor is not None else None
         cells = assoc = None
         if flags:
-            units, flag_rows = read_flag_rows(store, flags)
-            cells = tuple(layer_cells(flags, units, flag_rows))
-            assoc = read_associations(store, flags, units, flag_rows)
+            from agent_factory.factory.findings import bulk_rows, read_findings
+
+            found = read_findings(store, flags)
+            with bulk_rows():
+                cells = tuple(layer_cells(flags, found.units, found.rows))
+            assoc = found.associations
     return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc)
