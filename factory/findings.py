@@ -6,9 +6,7 @@ The part that does I/O around the pure `evaluators.findings` (which decides ever
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,19 +14,7 @@ from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import Association, FlagRow, Level, UnitKey, all_flags, roll_up
 from agent_factory.factory.report.flags import read_associations, read_flag_rows
 from agent_factory.factory.store import Store
-
-
-@contextmanager
-def bulk_rows() -> Iterator[None]:
-    """The cyclic garbage collector paused while hundreds of thousands of flag rows (tuples, no cycles) are
-    built: its passes over the growing heap took about 40% of a quick-start read."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+from agent_factory.heap import bulk_objects
 
 
 def suite_flags(store: Store, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...]:
@@ -52,7 +38,7 @@ class Findings(NamedTuple):
 
     def at(self, level: Level) -> list[FlagRow]:
         """The flags rolled up to the units of `level` (a unit raises a flag when any unit below it does)."""
-        with bulk_rows():
+        with bulk_objects():
             return roll_up(self.rows, self.units, level=level)
 
 
@@ -60,7 +46,7 @@ def read_findings(store: Store, specs: Sequence[FlagSpec], *, with_associations:
                   user: str | None = None) -> Findings:
     """Read every flag of `specs` off the store's last run (and, unless told not to, their outcome associations).
     With `user`: that user's units only (what `show` needs of one unit), without associations."""
-    with bulk_rows():
+    with bulk_objects():
         units, rows = read_flag_rows(store, specs, user=user)
         with_associations = with_associations and user is None
         assoc = read_associations(store, specs, units, rows) if with_associations else ()

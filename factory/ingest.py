@@ -22,6 +22,7 @@ from agent_factory.errors import SpecError
 from agent_factory.factory.store import Store, dumps, event_row
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from agent_factory.frozen import Frozen
+from agent_factory.heap import bulk_objects
 from agent_factory.knowledge_packs import KnowledgePack
 
 
@@ -201,6 +202,14 @@ def ingest_paths(
     limits: FieldLimits | None = None,
 ) -> IngestReport:
     """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut."""
+    with bulk_objects():  # records become many small objects at once: fewer collector passes over them
+        return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits)
+
+
+def _ingest_paths(
+    store: Store, paths: Iterable[Path], *, fmt: str | None, pack: KnowledgePack,
+    on_file: Callable[[Path], None] | None, on_record: Callable[[int], None] | None, limits: FieldLimits | None,
+) -> IngestReport:
     files: list[FileReport] = []
     errors: list[Quarantine] = []
     truncated: list[FieldCut] = []

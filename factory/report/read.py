@@ -154,10 +154,11 @@ def read_report_data(path: Path, *, redactor: Redactor | None = None,
         quotes = read_quotes(store, redactor) if redactor is not None else None
         cells = assoc = None
         if flags:
-            from agent_factory.factory.findings import bulk_rows, read_findings
+            from agent_factory.factory.findings import read_findings
+            from agent_factory.heap import bulk_objects
 
             found = read_findings(store, flags)
-            with bulk_rows():
+            with bulk_objects():
                 cells = tuple(layer_cells(flags, found.units, found.rows))
             assoc = found.associations
     return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc)
