@@ -280,6 +280,16 @@ def build(
               f"`agent-factory approve {target}`, then `agent-factory run --suite {target}`", markup=False)
 
 
+ReadSuiteOpt = Annotated[
+    Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
+]
+"""`--suite` of the commands that read a store's findings (report, summary, show, export)."""
+ReadPackOpt = Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")]
+"""`--pack` of the commands that read a store's findings."""
+RedactorConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="agent-factory.toml naming the redactor (default: its lookup).")
+]
+"""`--config` of the commands that quote trace text (report --evidence, show)."""
 SuiteOpt = Annotated[
     Path | None, typer.Option("--suite", help="Suite directory (built by `build`, approved by `approve`).")
 ]

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import JsonOpt, ReadPackOpt, ReadSuiteOpt, StoreOpt, app, emit_json, fail, out
 from agent_factory.factory.store import DEFAULT_STORE
 
 
@@ -45,10 +45,8 @@ def export(
     out_file: Annotated[
         Path | None, typer.Option("--out", help="The file to write (default: export-<level>.<format>).")
     ] = None,
-    suite: Annotated[
-        Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
-    ] = None,
-    pack: Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")] = None,
+    suite: ReadSuiteOpt = None,
+    pack: ReadPackOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one row per unit of a level: its ids, every per-unit datum and result of its layer, the outcome

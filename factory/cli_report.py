@@ -8,27 +8,23 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-if TYPE_CHECKING:
-    from agent_factory.evaluators.core.flags import FlagSpec
-
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import (
+    JsonOpt,
+    ReadPackOpt,
+    ReadSuiteOpt,
+    RedactorConfigOpt,
+    StoreOpt,
+    app,
+    emit_json,
+    fail,
+    out,
+)
 from agent_factory.factory.store import DEFAULT_STORE
-
-
-def _flags(store: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
-    """The suite's flags (`factory.findings.suite_flags`); None without a store."""
-    from agent_factory.factory.findings import suite_flags
-    from agent_factory.factory.store import Store
-
-    if not store.exists():
-        return None
-    with Store(store, read_only=True) as st:
-        return suite_flags(st, suite, pack)
 
 
 @app.command()
@@ -41,26 +37,23 @@ def report(
     with_composite: Annotated[
         bool, typer.Option("--composite", help="Add a weighted composite, labelled as a view, at the end.")
     ] = False,
-    suite: Annotated[
-        Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
-    ] = None,
-    pack: Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="agent-factory.toml naming the redactor (default: its lookup).")
-    ] = None,
+    suite: ReadSuiteOpt = None,
+    pack: ReadPackOpt = None,
+    config: RedactorConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one self-contained HTML report (scripts, styles and data inline): the seven components at the four
     layers, the spine, each component's results with plots, outcome associations. Aggregates only by default."""
     from agent_factory.evaluators.collect.config import load_model_config
     from agent_factory.evaluators.collect.redact import load_redactor
+    from agent_factory.factory.findings import flags_at
     from agent_factory.factory.report import build_html, report_sections
     from agent_factory.factory.report.read import read_report_data
     from agent_factory.factory.report.runtime import vega_bundle
 
     try:
         redactor = load_redactor(load_model_config(config).redactor) if evidence else None
-        data = read_report_data(store, redactor=redactor, flags=_flags(store, suite, pack))
+        data = read_report_data(store, redactor=redactor, flags=flags_at(store, suite, pack))
         runtime_js = vega_bundle(cache_dir=store.parent / "cache")
         generated = datetime.now(UTC).isoformat(timespec="seconds")
         page = build_html(data, runtime_js=runtime_js, generated=generated, with_composite=with_composite)

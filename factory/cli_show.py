@@ -7,13 +7,22 @@ error handling and exit codes.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, cast
 
 import typer
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import (
+    JsonOpt,
+    ReadPackOpt,
+    ReadSuiteOpt,
+    RedactorConfigOpt,
+    StoreOpt,
+    app,
+    emit_json,
+    fail,
+    out,
+)
 from agent_factory.factory.store import DEFAULT_STORE
 
 
@@ -42,13 +51,9 @@ def show(
     level: Annotated[
         str, typer.Option("--level", help="With --worst: rank conversations, turns or users.")
     ] = "conversation",
-    suite: Annotated[
-        Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' flags).")
-    ] = None,
-    pack: Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="agent-factory.toml naming the redactor (default: its lookup).")
-    ] = None,
+    suite: ReadSuiteOpt = None,
+    pack: ReadPackOpt = None,
+    config: RedactorConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show one unit: its evidence (request, answer, spans), every atomic datum with its value, reason,

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from agent_factory.evaluators.core.flags import FlagSpec
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import JsonOpt, ReadPackOpt, ReadSuiteOpt, StoreOpt, app, emit_json, fail, out
 from agent_factory.factory.store import DEFAULT_STORE
 
 
@@ -41,18 +39,16 @@ def print_summary(store: Path, flags: Sequence[FlagSpec], *, suite: Path | None 
 @app.command()
 def summary(
     store: StoreOpt = DEFAULT_STORE,
-    suite: Annotated[
-        Path | None, typer.Option("--suite", help="The suite the store was run with (its clauses' texts).")
-    ] = None,
-    pack: Annotated[str | None, typer.Option("--pack", help="Knowledge pack, without --suite.")] = None,
+    suite: ReadSuiteOpt = None,
+    pack: ReadPackOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Print the few results that matter per component, worst first, with their 95% intervals and n; each
     flag's association with the outcomes the traces carry; and where to look next."""
-    from agent_factory.factory.cli_report import _flags
+    from agent_factory.factory.findings import flags_at
 
     try:
-        flags = _flags(store, suite, pack)
+        flags = flags_at(store, suite, pack)
         if flags is None:
             raise AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` and `run` first")
         print_summary(store, flags, suite=suite, as_json=as_json)

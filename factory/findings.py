@@ -26,6 +26,14 @@ def suite_flags(store: Store, suite: Path | None, pack: str | None) -> tuple[Fla
     return all_flags(chosen.pack, chosen.components)
 
 
+def flags_at(path: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
+    """`suite_flags` of the store at `path` (opened read-only); None when there is no store there."""
+    if not path.exists():
+        return None
+    with Store(path, read_only=True) as store:
+        return suite_flags(store, suite, pack)
+
+
 class Findings(NamedTuple):
     """What a store's flags say: its units, every flag on its own unit, and the associations with outcomes."""
 
