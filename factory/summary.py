@@ -76,9 +76,9 @@ def _ci(r: ResultRow | None) -> str:
     return f" [{_p(r.low)}-{_p(r.high)}]"
 
 
-def _rate(r: ResultRow | None) -> str:
-    """`3.5% [2.5-4.5] n=8,256`."""
-    n = f" n={r.n:,}" if r is not None and r.n is not None else ""
+def _rate(r: ResultRow | None, *, with_n: bool = True) -> str:
+    """`3.5% [2.5-4.5] n=8,256` (without the n when the line gives it once for several)."""
+    n = f" n={r.n:,}" if with_n and r is not None and r.n is not None else ""
     return f"{pct(_num(r))}{_ci(r)}{n}"
 
 
@@ -138,7 +138,7 @@ def _conduct(rows: _Rows, clause_text: Mapping[str, str]) -> list[Line]:
     broken.sort(key=lambda b: (-b[0], b[1], b[2]))
     out = []
     for violations, _, clause, r in broken[:CLAUSES_SHOWN]:
-        head = f"{violations:,} of {r.n:,} turns broke {clause}: C(r) {_rate(r).split(' n=')[0]}"
+        head = f"{violations:,} of {r.n:,} turns broke {clause}: C(r) {_rate(r, with_n=False)}"
         text = clause_text.get(clause)
         out.append(_line("conduct", head + (f" «{_cut(_words(text), max(12, WIDTH - 8 - len(head)))}»"
                                             if text else ""), r))
@@ -206,7 +206,7 @@ def _trajectory(rows: _Rows) -> list[Line]:
         n = decided[0][1].n if decided[0][1] is not None else None
         cens = rows.number("trajectory", "outcome_share.censored")
         und = rows.number("trajectory", "outcome_share.undetermined")
-        parts = ", ".join(f"{k} {_rate(r).split(' n=')[0]}" for k, r in decided if r is not None)
+        parts = ", ".join(f"{k} {_rate(r, with_n=False)}" for k, r in decided if r is not None)
         out.append(_line("trajectory", f"{parts}, n={n or 0:,} sessions", decided[0][1]))
         tail = [f"{pct(cens)} censored (still open)" if cens else "", f"{pct(und)} undetermined" if und else ""]
         if any(tail):
@@ -315,8 +315,7 @@ def build_summary(facts: StoreFacts, rows: Sequence[ResultRow], *, flags: Sequen
         lines = _conduct(indexed, clause_text) if name == "conduct" else _BUILDERS[name](indexed)
         comps[name] = tuple(lines)
         if not lines:
-            has_rows = any(r.component == name for r in rows)
-            absent[name] = _ABSENT.get(name, "no results") if has_rows or name in _ABSENT else "no results"
+            absent[name] = _ABSENT.get(name, "no results")
     assoc = tuple(_association_lines(associations))
     with_store = f" {store_flag}" if store_flag else ""
     nxt = (f"agent-factory show --worst 5{with_store}", f"agent-factory report{with_store}",
