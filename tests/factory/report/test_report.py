@@ -17,7 +17,6 @@ from agent_factory.factory.cli import app
 from agent_factory.factory.report import build_html, report_sections
 from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
 from agent_factory.factory.report.read import quote_window
-from agent_factory.factory.simulate import SimConfig, simulate
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECTION_KEYS = ["layers", "spine", "execution", "substance", "trajectory", "results", "conduct", "provenance",
@@ -77,18 +76,10 @@ def test_quote_window_redacts_across_the_cut() -> None:
     assert q.startswith("…") and q.endswith("…")
 
 
-@pytest.fixture(scope="module")
-def small_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """12 simulated users ingested and run with the shipped pack (rules only)."""
-    root = tmp_path_factory.mktemp("report")
-    simulate(SimConfig(users=12, seed=5), root / "sim")
-    store = root / "store.duckdb"
-    runner = CliRunner()
-    for args in (["ingest", str(root / "sim"), "--store", str(store), "--pack", "business_analysis"],
-                 ["run", "--store", str(store), "--json"]):
-        res = runner.invoke(app, args, env={"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": ""})
-        assert res.exit_code == 0, res.output
-    return store
+@pytest.fixture
+def small_store(sim_store: tuple[Path, str]) -> Path:
+    """12 simulated users ingested and run with the shipped pack (rules only; the session's `sim_store`)."""
+    return sim_store[0]
 
 
 def _chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess[str]:
