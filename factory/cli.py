@@ -309,7 +309,7 @@ UnapprovedOpt = Annotated[
 
 def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pack: str | None,
             config: Path | None, cache_dir: Path | None, unapproved: bool, concurrency: int = 8,
-            full: bool = False, started: float | None = None) -> Any:
+            full: bool = False, started: float | None = None, workers: int | None = None) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
     is closed with `stack`."""
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
@@ -335,7 +335,7 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
         budget=Budget(cfg.budget), templates=template_dir(chosen.files),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
-                  full=full, started=started)
+                  full=full, started=started, workers=workers)
 
 
 def _value_text(v: Any, m: dict[str, Any]) -> str:
@@ -367,6 +367,10 @@ def run(
     config: ConfigOpt = None,
     cache_dir: CacheOpt = None,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Units collected at once.")] = 8,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Processes that collect a rules-only run (no model "
+                                 "configured); default: one per core, up to 4, from 200 users on; 1: this process.")
+    ] = None,
     full: Annotated[
         bool, typer.Option("--full", help="Recompute everything (rules afresh, model answers through the cache) "
                                           "instead of only what changed.")
@@ -389,7 +393,8 @@ def run(
     try:
         with Store(store) as st, ExitStack() as stack:
             runner = _runner(st, store, stack=stack, suite=suite, pack=pack, config=config, cache_dir=cache_dir,
-                             unapproved=unapproved, concurrency=concurrency, full=full, started=started)
+                             unapproved=unapproved, concurrency=concurrency, full=full, started=started,
+                             workers=workers)
             with _progress(quiet=as_json) as progress:
                 task = progress.add_task("evaluating users", total=runner.users_to_visit())
                 runner.progress = lambda done: progress.update(task, completed=done)

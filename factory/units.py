@@ -7,6 +7,7 @@ kept aside for Provenance only, so excluded traffic is counted but never analyse
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import groupby
 from typing import Any
@@ -17,7 +18,10 @@ from agent_factory.evaluators.core import EngagementView
 from agent_factory.evaluators.kernel import UserUnits
 from agent_factory.factory.store import Store
 
-__all__ = ["build_conversations", "engagement_view", "group_user_units", "iter_user_units", "user_key"]
+__all__ = [
+    "UnitContext", "build_conversations", "engagement_view", "group_user_units", "iter_user_units", "unit_context",
+    "user_key",
+]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -82,12 +86,26 @@ def engagement_view(
     return EngagementView(engagement=eng, conversations=convs, horizon=horizon)
 
 
-def iter_user_units(
-    store: Store, *, window_days: float, horizon: datetime | None, users: Collection[str] | None = None,
-) -> Iterator[UserUnits]:
-    """Every user's units (or those of `users`, by user key), user by user, in a stable order.
+@dataclass(frozen=True)
+class UnitContext:
+    """What building users' units reads besides their turns, read from the store once per run: pure to use, so a
+    worker process builds units from shipped rows exactly as the store's reader does."""
 
-    `horizon` is the end of observation (`Store.horizon()`), read once by the caller."""
+    events_by_conv: dict[str, list[OutcomeEvent]]
+    events_by_user: dict[str, list[OutcomeEvent]]
+    attributes: dict[str, dict[str, Any]]
+    """Attributes of adapter-provided conversations (task id, trial, termination, ...)."""
+    horizon: datetime | None
+    window_days: float
+
+    def user_units(self, turns: Iterable[tuple[Turn, str]]) -> Iterator[UserUnits]:
+        """The units of each user of `turns` (`group_user_units`)."""
+        return group_user_units(turns, events_by_conv=self.events_by_conv, events_by_user=self.events_by_user,
+                                attributes=self.attributes, horizon=self.horizon, window_days=self.window_days)
+
+
+def unit_context(store: Store, *, window_days: float, horizon: datetime | None) -> UnitContext:
+    """The store's outcome events (by conversation and by user) and conversation attributes."""
     events_by_conv: dict[str, list[OutcomeEvent]] = {}
     events_by_user: dict[str, list[OutcomeEvent]] = {}
     for ev in store.events():
@@ -95,10 +113,18 @@ def iter_user_units(
             events_by_conv.setdefault(ev.conversation_id, []).append(ev)
         if ev.user_id is not None:
             events_by_user.setdefault(ev.user_id, []).append(ev)
-    attrs = store.conversation_attributes()
-    turns_of_users = store.iter_segmented_turns(segment=None, order="user", users=users)
-    yield from group_user_units(turns_of_users, events_by_conv=events_by_conv, events_by_user=events_by_user,
-                                attributes=attrs, horizon=horizon, window_days=window_days)
+    return UnitContext(events_by_conv=events_by_conv, events_by_user=events_by_user,
+                       attributes=store.conversation_attributes(), horizon=horizon, window_days=window_days)
+
+
+def iter_user_units(
+    store: Store, *, window_days: float, horizon: datetime | None, users: Collection[str] | None = None,
+) -> Iterator[UserUnits]:
+    """Every user's units (or those of `users`, by user key), user by user, in a stable order.
+
+    `horizon` is the end of observation (`Store.horizon()`), read once by the caller."""
+    ctx = unit_context(store, window_days=window_days, horizon=horizon)
+    yield from ctx.user_units(store.iter_segmented_turns(segment=None, order="user", users=users))
 
 
 def group_user_units(

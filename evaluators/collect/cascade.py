@@ -202,6 +202,24 @@ class Cascade:
         """Newly uncollected data by reason category."""
         return self._counts.uncollected
 
+    @property
+    def rules_only(self) -> bool:
+        """No model tier: every datum is a rule's or recorded uncollected (no model configured), so a run may
+        collect in worker processes (no model answer to cache, no budget to share)."""
+        return all(family == "rule" for family, _tiers in self._families)
+
+    def take_counts(self) -> CascadeCounters:
+        """The counters so far, reset to zero (a worker process hands its part of a run's counts back)."""
+        counts, self._counts = self._counts, CascadeCounters()
+        return counts
+
+    def absorb(self, counts: CascadeCounters) -> None:
+        """Add counts a worker's copy of this cascade made (`take_counts`)."""
+        self._counts.reused += counts.reused
+        self._counts.reused_uncollected.update(counts.reused_uncollected)
+        self._counts.collected.update(counts.collected)
+        self._counts.uncollected.update(counts.uncollected)
+
     def _record(self, datum: AtomicDatum, *, reused: bool = False) -> AtomicDatum:
         """Count a datum returned by this run."""
         if reused:

@@ -19,26 +19,36 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import networkx as nx
+import pyarrow as pa
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect.reasons import reason_category, retry_later
 from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer, Result
+from agent_factory.evaluators.core.columns import DataColumns
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
 from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
+from agent_factory.factory.pipeline.executors.process import (
+    Chunk,
+    ProcessExecutor,
+    can_fork,
+    default_workers,
+    user_chunks,
+)
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.report import RunReport
 from agent_factory.factory.store import Batch, Store
-from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
+from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, data_table, drop_items
 from agent_factory.factory.store.pipeline import current_sources, save_state
 from agent_factory.factory.store.results import merge_results, population_metrics, result_row
+from agent_factory.factory.store.rows import turns_from_rows
 from agent_factory.factory.store.runs import record_run
 from agent_factory.factory.store.units import drop_users, load_rows, unit_row
-from agent_factory.factory.units import iter_user_units
+from agent_factory.factory.units import iter_user_units, unit_context
 from agent_factory.heap import bulk_objects
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -140,6 +150,45 @@ def analysis_groups(specs: Sequence[ComponentSpec], *, names: frozenset[str], ad
     return out
 
 
+MIN_USERS_FOR_WORKERS = 200
+"""Below this many users to visit, a run collects in its own process unless told otherwise (`workers`):
+forking and shipping rows cost more than a small run's rules."""
+CHUNK_TURNS = 400
+"""Turns of whole users per chunk a worker collects: enough chunks to keep every worker busy to the end."""
+
+
+def _tally(acc: _Acc, b: DatumBatch) -> None:
+    """Count a batch's units and its data left uncollected, by reason, and the items a rerun could collect."""
+    c = b.columns
+    for k, value in enumerate(c.value):
+        if value == "uncollected":
+            reason = c.reason[k]
+            acc.uncollected += 1
+            acc.reasons[reason_category(reason or "")] += 1
+            if retry_later(reason):
+                acc.retry_items.add(c.item[k])
+    for u in b.units:
+        acc.units[u.layer] += 1
+
+
+def _merge_acc(acc: _Acc, other: _Acc) -> None:
+    acc.units.update(other.units)
+    acc.reasons.update(other.reasons)
+    acc.uncollected += other.uncollected
+    acc.retry_items |= other.retry_items
+
+
+@dataclass
+class _ChunkDone:
+    """What a worker hands back for one chunk: its data as an `atomic_data` table, its units' rows, counts."""
+
+    data: pa.Table | None
+    units: list[dict[str, Any]]
+    acc: _Acc
+    counts: Any = None
+    """The worker's collector counts over the chunk (`Cascade.take_counts`)."""
+
+
 class Runner:
     """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
 
@@ -152,12 +201,16 @@ class Runner:
     def __init__(
         self, store: Store, *, pack: KnowledgePack, collector: Collector, specs: Sequence[ComponentSpec],
         concurrency: int = 8, progress: Callable[[int], None] | None = None, full: bool = False,
-        executor: Executor | None = None, started: float | None = None,
+        executor: Executor | None = None, started: float | None = None, workers: int | None = None,
     ) -> None:
         # `time.perf_counter()` when the work began: a report's seconds are the wall time a user waited.
         self.started = started if started is not None else time.perf_counter()
         self.store, self.pack, self.collector, self.specs = store, pack, collector, list(specs)
         self.executor: Executor = executor or LocalExecutor(concurrency=concurrency, progress=progress)
+        self._own_executor = executor is None
+        self._progress = progress
+        # Worker processes for a rules-only run (`ProcessExecutor`); None: one per core (`default_workers`).
+        self.workers = workers
         self.full = full
         self.defs = definitions_by_layer(self.specs, pack)
         self.by_id = {d.id: d for layer in self.defs.values() for ds in layer.values() for d in ds}
@@ -180,6 +233,17 @@ class Runner:
             versions={i: collector.definition_version(d, pack) for i, d in self.by_id.items()},
         )
         self._plan: Plan | None = None
+
+    @property
+    def progress(self) -> Callable[[int], None] | None:
+        """Called with the number of users done so far (a command's progress bar sets it after planning)."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, fn: Callable[[int], None] | None) -> None:
+        self._progress = fn
+        if isinstance(self.executor, LocalExecutor):
+            self.executor.progress = fn
 
     # ---- plan ------------------------------------------------------------------------------------
 
@@ -209,6 +273,10 @@ class Runner:
     def execute_plan(self, plan: Plan) -> None:
         """Collect over the users the plan visits, persisting each user's batch as it finishes."""
         cplan = self.collect_plan(plan)
+        workers = self._workers(plan)
+        if workers > 1:
+            self._execute_in_processes(plan, cplan, workers)
+            return
         window = self.pack.thresholds.window_days
 
         def source(keys: Collection[str] | None) -> Iterator[kernel.UserUnits]:
@@ -222,19 +290,53 @@ class Runner:
         self.batch.flush()
         self.unit_batch.flush()
 
+    def _workers(self, plan: Plan) -> int:
+        """Worker processes for this run's collection: more than one only for a rules-only collector, with no
+        executor given, where fork exists, and over enough users to pay for starting them."""
+        if not (self._own_executor and getattr(self.collector, "rules_only", False) and can_fork()):
+            return 1
+        if self.workers is None and self.users_to_visit() < MIN_USERS_FOR_WORKERS:
+            return 1
+        return self.workers if self.workers is not None else default_workers()
+
+    def _execute_in_processes(self, plan: Plan, cplan: CollectPlan, workers: int) -> None:
+        """Collection by forked workers (`ProcessExecutor`): this process reads the users' rows and writes back
+        each chunk's data and units; the workers' counts are added to this run's collector."""
+        ctx = unit_context(self.store, window_days=self.pack.thresholds.window_days, horizon=self.horizon_at)
+        collector, run_id = self.collector, self.run_id
+
+        def work(chunk: Chunk) -> _ChunkDone:
+            # In a worker: build the chunk's units, collect them, return plain columns and counts.
+            collector.take_counts()  # type: ignore[attr-defined]  # what the parent had counted at the fork
+            out = _ChunkDone(data=None, units=[], acc=_Acc())
+            cols = DataColumns()
+            for b in kernel.collect(ctx.user_units(turns_from_rows(chunk)), cplan, collector):
+                _tally(out.acc, b)
+                cols.extend(b.columns)
+                out.units.extend(unit_row(u, run_id=run_id) for u in b.units)
+            out.data = data_table(cols, run_id=run_id)
+            out.counts = collector.take_counts()  # type: ignore[attr-defined]
+            return out
+
+        def sink(done: _ChunkDone) -> None:
+            _merge_acc(self.acc, done.acc)
+            self.collector.absorb(done.counts)  # type: ignore[attr-defined]
+            if done.data is not None and done.data.num_rows:
+                self.batch.add_table(done.data)
+            for row in done.units:
+                self.unit_batch.add(row)
+
+        rows = self.store.iter_turn_rows(segment=None, order="user", users=None if plan.visit_all else plan.users)
+        ProcessExecutor[_ChunkDone](workers=workers, progress=self.progress).run(
+            user_chunks(rows, turns=CHUNK_TURNS), work=work, sink=sink)
+        self.batch.flush()
+        self.unit_batch.flush()
+
     def persist(self, b: DatumBatch) -> None:
         """Queue one user's units and data for the store, counting what was left uncollected and why."""
-        c = b.columns
-        for k, value in enumerate(c.value):
-            if value == "uncollected":
-                reason = c.reason[k]
-                self.acc.uncollected += 1
-                self.acc.reasons[reason_category(reason or "")] += 1
-                if retry_later(reason):
-                    self.acc.retry_items.add(c.item[k])
-        self.batch.add(c)
+        _tally(self.acc, b)
+        self.batch.add(b.columns)
         for u in b.units:
-            self.acc.units[u.layer] += 1
             self.unit_batch.add(unit_row(u, run_id=self.run_id))
 
     # ---- analyse and merge -------------------------------------------------------------------------
@@ -245,8 +347,9 @@ class Runner:
         ran: set[str] = set()
         for all_segments, items, analyses in analysis_groups(self.specs, names=names, admitted=self.admitted,
                                                              component_of=self.component_of):
-            rows = load_rows(self.store, items=items, all_segments=all_segments)
-            results.extend(kernel.analyse(kernel.freeze(rows, horizon=self.horizon), analyses, self.pack))
+            obs = kernel.freeze(load_rows(self.store, items=items, all_segments=all_segments), horizon=self.horizon)
+            results.extend(kernel.analyse(obs, analyses, self.pack))
+            del obs  # one group's rows in memory at a time: the next group's load would otherwise sit beside it
             ran.update(a.name for a in analyses)
         return results, ran
 

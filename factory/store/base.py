@@ -19,10 +19,9 @@ from typing import Any, Literal
 
 import duckdb
 
-from agent_factory.adapters.model import OutcomeEvent, Span, Turn
+from agent_factory.adapters.model import OutcomeEvent, Turn
 from agent_factory.errors import StoreError
-from agent_factory.evaluators.provenance.record import attach_record
-from agent_factory.factory.store.rows import event_from_row, fetch_dicts, span_from_row, turn_from_row
+from agent_factory.factory.store.rows import TurnRows, event_from_row, fetch_dicts, turns_from_rows
 from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
     DEFAULT_STORE,
@@ -216,6 +215,15 @@ class Store:
         batch: int = 2000, users: Collection[str] | None = None,
     ) -> Iterator[tuple[Turn, str]]:
         """Like `iter_turns`, each turn with its traffic segment (read in the same query)."""
+        for rows in self.iter_turn_rows(segment=segment, order=order, batch=batch, users=users):
+            yield from turns_from_rows(rows)
+
+    def iter_turn_rows(
+        self, *, segment: str | None = "real", order: Literal["conversation", "user"] = "conversation",
+        batch: int = 2000, users: Collection[str] | None = None,
+    ) -> Iterator[list[TurnRows]]:
+        """`iter_segmented_turns` as the stored rows, `batch` turns at a time, before any turn is built
+        (`turns_from_rows` builds them): plain values, cheap to ship to another process."""
         conds: list[str] = []
         params: list[Any] = []
         if segment is not None:
@@ -239,17 +247,12 @@ class Store:
             cur.execute("SELECT t.*, p.record AS provenance_record FROM turns t LEFT JOIN provenance p"
                         " ON p.turn_id = t.id WHERE t.id IN (SELECT unnest(?))", [ids])
             by_id = {r["id"]: r for r in fetch_dicts(cur)}
-            spans: dict[str, list[Span]] = {i: [] for i in ids}
+            spans: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
             sc = self.con.cursor()
             sc.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [ids])
             for row in fetch_dicts(sc):
-                spans[row["turn_id"]].append(span_from_row(row))
-            for i in ids:
-                r = by_id[i]
-                turn = turn_from_row(r, tuple(spans[i]))
-                if r["provenance_record"] is not None:
-                    attach_record(turn, r["provenance_record"])
-                yield turn, r["segment"]
+                spans[row["turn_id"]].append(row)
+            yield [(by_id[i], spans[i]) for i in ids]
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""

@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.core import AtomicDatum
@@ -69,25 +70,49 @@ def data_table(cols: DataColumns, *, run_id: str) -> pa.Table:
     return pa.Table.from_pydict({name: arrays[name] for name in _DATUM_SCHEMA.names}, schema=_DATUM_SCHEMA)
 
 
+def last_per_key(table: pa.Table) -> pa.Table:
+    """An `atomic_data` table with one row per key (unit, item, rater), the last of each, in table order."""
+    join: Any = pc.binary_join_element_wise  # its stubs take no separator after the arrays
+    keys = join(table["unit_id"], table["item"], table["rater"], "\x1f")
+    if pc.count_distinct(keys).as_py() == table.num_rows:
+        return table
+    last = pa.table({"k": keys, "i": pa.array(range(table.num_rows))}).group_by("k").aggregate([("i", "max")])
+    rows = last["i_max"]
+    return table.take(rows.take(pc.sort_indices(rows)))
+
+
 class DataBatch:
-    """Atomic data waiting to be appended, as columns, flushed as one Arrow table."""
+    """Atomic data waiting to be appended, as columns (or tables made elsewhere), flushed as one Arrow table."""
 
     def __init__(self, store: Store, *, run_id: str, size: int = 50_000) -> None:
         self.store, self.run_id, self.size = store, run_id, size
         self.cols = DataColumns()
+        self.tables: list[pa.Table] = []
+        self.table_rows = 0
 
     def add(self, cols: DataColumns) -> None:
         """Queue data; flush once the batch is full."""
         self.cols.extend(cols)
-        if len(self.cols) >= self.size:
+        if len(self.cols) + self.table_rows >= self.size:
+            self.flush()
+
+    def add_table(self, table: pa.Table) -> None:
+        """Queue data already made an `atomic_data` table of this run (`data_table`: a worker's chunk)."""
+        self.tables.append(table)
+        self.table_rows += table.num_rows
+        if len(self.cols) + self.table_rows >= self.size:
             self.flush()
 
     def flush(self) -> None:
         """Append the queued data (a stored datum of the same key is replaced) and empty the batch."""
-        if not len(self.cols):
+        tables, self.tables, self.table_rows = self.tables, [], 0
+        if len(self.cols):
+            tables.append(data_table(self.cols, run_id=self.run_id))
+            self.cols = DataColumns()
+        if not tables:
             return
-        table = data_table(self.cols, run_id=self.run_id)
-        self.cols = DataColumns()
+        # Each table has one row per key; tables queued together may share one (the last written wins).
+        table = tables[0] if len(tables) == 1 else last_per_key(pa.concat_tables(tables))
         append_arrow(self.store.con, "atomic_data", table)
 
 

@@ -4,6 +4,7 @@ every bulk write goes through (row-at-a-time inserts would dominate ingest time)
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import duckdb
@@ -11,6 +12,7 @@ import pyarrow as pa
 
 from agent_factory.adapters.jsonio import loads
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
+from agent_factory.evaluators.provenance.record import attach_record
 from agent_factory.factory.store.schema import REPLACE_ON_CONFLICT, SPAN_COLUMNS, TABLES
 
 if TYPE_CHECKING:
@@ -80,6 +82,20 @@ def turn_from_row(r: dict[str, Any], spans: tuple[Span, ...]) -> Turn:
         start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
         spans=spans, attributes=loads(r["attributes"]),
     )
+
+
+TurnRows = tuple[dict[str, Any], list[dict[str, Any]]]
+"""A stored turn as `Store.iter_turn_rows` reads it: its `turns` row (with `segment` and the provenance
+`record` ingest stored for it as `provenance_record`) and its `spans` rows in order."""
+
+
+def turns_from_rows(rows: Iterable[TurnRows]) -> Iterator[tuple[Turn, str]]:
+    """Each stored turn built from its rows, with its traffic segment (pure: a worker process builds them)."""
+    for r, spans in rows:
+        turn = turn_from_row(r, tuple(span_from_row(s) for s in spans))
+        if r["provenance_record"] is not None:
+            attach_record(turn, r["provenance_record"])
+        yield turn, r["segment"]
 
 
 def event_from_row(row: dict[str, Any]) -> OutcomeEvent:

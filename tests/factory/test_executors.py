@@ -4,11 +4,15 @@ units are read ahead by at most twice that."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Collection, Iterator
+
+import pytest
 
 from agent_factory.evaluators.kernel import DatumBatch, UserUnits
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor
 
 
 def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> None:
@@ -38,3 +42,24 @@ def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> Non
     assert n == 20 and sorted(done) == sorted(keys) and len(done) == 20
     assert peak == 3 and ahead <= 2 * 3 + 1
     assert progress[-1] == 20 and progress == sorted(progress)
+
+
+def _pid_and_turns(chunk: list) -> tuple[int, int]:
+    if len(chunk) == 13:
+        raise ValueError("a rule failed on chunk 13")
+    return os.getpid(), len(chunk)
+
+
+def test_the_process_executor_runs_chunks_in_workers_and_sinks_each_here() -> None:
+    chunks = [([({"user_id": f"u{i}", "conversation_id": "c"}, [])] * i, 1) for i in range(1, 11)]
+    got: list[tuple[int, int]] = []
+    progress: list[int] = []
+    n = ProcessExecutor(workers=2, progress=progress.append).run(chunks, work=_pid_and_turns, sink=got.append)
+    assert n == 10 and sorted(t for _, t in got) == list(range(1, 11))
+    pids = {p for p, _ in got}
+    assert os.getpid() not in pids and 1 <= len(pids) <= 2
+    assert progress[-1] == 10 and progress == sorted(progress)
+    with pytest.raises(ValueError, match="chunk 13"):
+        ProcessExecutor(workers=2).run([([({}, [])] * 13, 1)], work=_pid_and_turns, sink=got.append)
+    with pytest.raises(ValueError, match="at least 2 workers"):
+        ProcessExecutor(workers=1)

@@ -1,0 +1,152 @@
+"""A rules-only run collected by worker processes (`--workers`) writes exactly what a run in one process
+writes: the same data, units and results, the same counts in its report; a model run stays in its process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from agent_factory.factory.cli import app
+from agent_factory.factory.pipeline.engine import MIN_USERS_FOR_WORKERS
+from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
+
+_NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
+
+# Every column but the run that wrote the row.
+_TABLES = {
+    "atomic_data": "* EXCLUDE (run_id)",
+    "units": "* EXCLUDE (run_id)",
+    "results": "* EXCLUDE (run_id)",
+}
+
+
+def _run(store: Path, *extra: str, env: dict[str, str] | None = None) -> dict:
+    res = CliRunner().invoke(app, ["run", "--store", str(store), "--json", *extra], env=env or _NO_MODEL)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def _differences(a: Path, b: Path) -> dict[str, tuple[int, int, int]]:
+    """Per table: (rows of a, rows in a not in b, rows in b not in a), duplicates counted."""
+    con = duckdb.connect()
+    con.execute(f"ATTACH '{a}' AS a (READ_ONLY)")
+    con.execute(f"ATTACH '{b}' AS b (READ_ONLY)")
+    out = {}
+    for table, cols in _TABLES.items():
+        n = con.execute(f"SELECT count(*) FROM a.{table}").fetchone()[0]
+        ab = con.execute(f"SELECT count(*) FROM (SELECT {cols} FROM a.{table} EXCEPT ALL "
+                         f"SELECT {cols} FROM b.{table})").fetchone()[0]
+        ba = con.execute(f"SELECT count(*) FROM (SELECT {cols} FROM b.{table} EXCEPT ALL "
+                         f"SELECT {cols} FROM a.{table})").fetchone()[0]
+        out[table] = (n, ab, ba)
+    con.close()
+    return out
+
+
+def _copies(src: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """Two copies of a store (each run `--full` below: every unit collected again)."""
+    copies = []
+    for name in ("one", "two"):
+        dst = tmp_path / name / "store.duckdb"
+        dst.parent.mkdir()
+        shutil.copyfile(src, dst)
+        copies.append(dst)
+    return copies[0], copies[1]
+
+
+def _same_report(one: dict, two: dict) -> None:
+    for key in ("units", "items", "uncollected_reasons", "results", "model_calls", "components"):
+        assert one[key] == two[key], key
+    assert one["plan"]["trigger"] == two["plan"]["trigger"] == "full"
+
+
+def test_workers_write_what_one_process_writes(sim_store: tuple[Path, str], tmp_path: Path) -> None:
+    one, two = _copies(sim_store[0], tmp_path)
+    r1, r2 = _run(one, "--full", "--workers", "1"), _run(two, "--full", "--workers", "2")
+    _same_report(r1, r2)
+    assert r1["items"]["collected"] > 1_000 and r1["units"]["trace"] > 50, r1["units"]
+    diff = _differences(one, two)
+    assert all(n > 0 and ab == ba == 0 for n, ab, ba in diff.values()), diff
+    # The stored state is a complete run's: nothing changed, nothing recomputed.
+    again = _run(two)
+    assert again["plan"]["trigger"] == "nothing changed" and again["items"]["collected"] == 0
+    assert again["items"]["kept"] == diff["atomic_data"][0]
+
+
+def test_workers_on_tau_bench_write_what_one_process_writes(tau_store: Path, tmp_path: Path) -> None:
+    one, two = _copies(tau_store, tmp_path)
+    _same_report(_run(one, "--full", "--workers", "1"), _run(two, "--full", "--workers", "2"))
+    diff = _differences(one, two)
+    assert all(n > 0 and ab == ba == 0 for n, ab, ba in diff.values()), diff
+
+
+def test_a_small_run_or_a_model_run_stays_in_its_process(
+    sim_store: tuple[Path, str], tmp_path: Path, fake_openai: FakeOpenAIServer,  # noqa: F811
+) -> None:
+    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+    from agent_factory.factory.pipeline.engine import Runner
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.suite import load_suite
+
+    store = tmp_path / "store.duckdb"
+    shutil.copyfile(sim_store[0], store)
+    with Store(store) as st:
+        suite = load_suite(None, pack="business_analysis", store=st)
+
+        def runner(cfg: ModelConfig, workers: int | None) -> Runner:
+            cascade = Cascade(cfg, cache=DatumCache(None), budget=Budget(cfg.budget))
+            return Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=True, workers=workers)
+
+        rules = ModelConfig()
+        model = ModelConfig.model_validate({"small": {"model": "openai/fake-small", "api_base": fake_openai.base_url}})
+        plan = runner(rules, None).plan()
+        assert plan.users_total < MIN_USERS_FOR_WORKERS
+        assert runner(rules, None)._workers(plan) == 1  # 12 users: not worth forking
+        assert runner(rules, 2)._workers(plan) == 2
+        assert runner(model, 2)._workers(plan) == 1  # model answers are cached and budgeted in one process
+
+
+@pytest.mark.parametrize("turns", [1, 3, 50])
+def test_chunks_hold_whole_users(turns: int) -> None:
+    from agent_factory.factory.pipeline.executors.process import user_chunks
+
+    users = [("u1", 3), (None, 1), ("u2", 5), ("u3", 1), ("u4", 2)]
+    rows = [({"user_id": u, "conversation_id": f"c-{u}-{k}"}, []) for u, n in users for k in range(n)]
+    chunks = list(user_chunks([rows[:4], rows[4:]], turns=turns))
+    flat = [tr for chunk, _ in chunks for tr in chunk]
+    assert flat == rows
+    keys = [[r["user_id"] or r["conversation_id"] for r, _ in chunk] for chunk, _ in chunks]
+    assert sum(n for _, n in chunks) == len({k for ks in keys for k in ks}) == 5
+    seen: set[str] = set()
+    for ks in keys:
+        assert not seen & set(ks)  # a user is in one chunk only
+        seen |= set(ks)
+    assert all(len(chunk) >= turns for chunk, _ in chunks[:-1])
+
+
+def test_tables_queued_together_keep_the_last_datum_of_a_key(tmp_path: Path) -> None:
+    from agent_factory.evaluators.core.columns import DataColumns
+    from agent_factory.evaluators.core.model import CollectorIdentity
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.store.data import DataBatch, data_table
+
+    def table(units: list[str], value: str) -> object:
+        cols = DataColumns()
+        cols.add_column(layer="trace", item="execution.x", item_version="1",
+                        collector=CollectorIdentity(tier="rule", name="r", family=None, version="1"),
+                        rater="primary", unit_ids=units, values=[value] * len(units), facts=[None] * len(units),
+                        reasons=[None] * len(units), evidence=[()] * len(units))
+        return data_table(cols, run_id="r1")
+
+    with Store(tmp_path / "s.duckdb") as st:
+        batch = DataBatch(st, run_id="r1")
+        batch.add_table(table(["t1", "t2"], "yes"))
+        batch.add_table(table(["t2", "t3"], "no"))
+        batch.flush()
+        rows = st.con.execute("SELECT unit_id, value FROM atomic_data ORDER BY unit_id").fetchall()
+    assert rows == [("t1", "yes"), ("t2", "no"), ("t3", "no")]
