@@ -147,6 +147,10 @@ def ingest(
     max_record_chars: Annotated[int, typer.Option(
         "--max-record-chars", min=1, help="A record holding more text than this in all is quarantined.",
     )] = MAX_RECORD_CHARS,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", min=1, help="Processes that assemble a large file's traces into turns; default: one per core, "
+                                 "up to 4, from 20,000 spans on; 1: this process.",
+    )] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read trace files into the store: each file atomically, bad records quarantined with a reason."""
@@ -161,7 +165,7 @@ def ingest(
         with Store(store) as st, _progress(quiet=as_json) as progress:
             task = progress.add_task("ingesting", total=None)
             report = ingest_paths(
-                st, paths, fmt=fmt, pack=kp, limits=limits,
+                st, paths, fmt=fmt, pack=kp, limits=limits, workers=workers,
                 on_file=lambda p: progress.update(task, description=f"ingesting {p.name}"),
                 on_record=lambda n: progress.update(task, completed=n),
             )

@@ -19,6 +19,7 @@ from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
 from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.errors import SpecError
+from agent_factory.factory.pipeline.executors.process import default_workers
 from agent_factory.factory.store import Store, dumps, event_row
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from agent_factory.frozen import Frozen
@@ -134,9 +135,10 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
 
 def ingest_file(
     store: Store, path: Path, *, fmt: str | None, pack: KnowledgePack,
-    on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None,
+    on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None, workers: int = 1,
 ) -> tuple[FileReport, list[Quarantine], list[FieldCut]]:
-    """Ingest one file atomically. Returns its report, its quarantined records and the fields cut."""
+    """Ingest one file atomically. Returns its report, its quarantined records and the fields cut. `workers`
+    processes settle a large file's staged traces (`FileWriter.assemble_staged`)."""
     source = str(path)
     try:
         adapter: Adapter = get_adapter(fmt) if fmt else detect(path)
@@ -151,7 +153,7 @@ def ingest_file(
     # transaction-local state, so memory would grow with the file); the `sources` row written last is the
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
     with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
-        w = FileWriter(store, source_id=source_id, path=source, pack=pack)
+        w = FileWriter(store, source_id=source_id, path=source, pack=pack, workers=workers)
         for item in _items(adapter, path):
             read += 1
             if isinstance(item, Quarantine):
@@ -199,16 +201,19 @@ def _items(adapter: Adapter, path: Path) -> Iterator[object]:
 def ingest_paths(
     store: Store, paths: Iterable[Path], *, fmt: str | None = None, pack: KnowledgePack,
     on_file: Callable[[Path], None] | None = None, on_record: Callable[[int], None] | None = None,
-    limits: FieldLimits | None = None,
+    limits: FieldLimits | None = None, workers: int | None = None,
 ) -> IngestReport:
-    """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut."""
+    """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut.
+    `workers`: processes that settle a large file's traces (None: one per core, up to 4; 1: this process)."""
     with bulk_objects():  # records become many small objects at once: fewer collector passes over them
-        return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits)
+        return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits,
+                             workers=workers if workers is not None else default_workers())
 
 
 def _ingest_paths(
     store: Store, paths: Iterable[Path], *, fmt: str | None, pack: KnowledgePack,
     on_file: Callable[[Path], None] | None, on_record: Callable[[int], None] | None, limits: FieldLimits | None,
+    workers: int,
 ) -> IngestReport:
     files: list[FileReport] = []
     errors: list[Quarantine] = []
@@ -218,7 +223,7 @@ def _ingest_paths(
         if on_file is not None:
             on_file(path)
         report, quarantined, cuts = ingest_file(store, path, fmt=fmt, pack=pack, on_record=on_record,
-                                                limits=limits)
+                                                limits=limits, workers=workers)
         files.append(report)
         truncated.extend(cuts[:max(MAX_REPORTED_ERRORS - len(truncated), 0)])
         for q in quarantined:

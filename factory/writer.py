@@ -6,7 +6,10 @@ Used by `factory.ingest`, which owns the file loop and its reports.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from agent_factory.adapters.assemble import assemble_turn, split_trace
 from agent_factory.adapters.base import Quarantine
@@ -15,21 +18,74 @@ from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
 from agent_factory.factory.store.ingest import (
     call_group_spans,
     consume_staged,
     delete_turns,
+    iter_staged_rows,
     iter_staged_spans,
     shared_traces,
     trace_elsewhere,
     turn_attributes,
 )
+from agent_factory.factory.store.rows import span_from_row
 from agent_factory.knowledge_packs import KnowledgePack
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MIN_SPANS_FOR_WORKERS = 20_000
+"""Staged spans from which a file's traces are settled by worker processes (when there are workers)."""
+CHUNK_SPANS = 2_000
+"""Staged spans (of whole traces) per chunk a worker settles."""
 MAX_REPORTED_ERRORS = 1000
 """Errors kept in the report per run; the store keeps every quarantined record."""
+
+
+TurnWrite = tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]
+"""The rows one turn writes: its `turns` row, its `provenance` row, its `spans` rows in order."""
+
+
+def turn_rows(turn: Turn, *, pack: KnowledgePack, source_id: str, last: bool | None = None) -> TurnWrite:
+    """The rows of a turn, its ending classified by the pack and its provenance recorded (pure)."""
+    # Hand-offs and closing messages first: coverage and every later reader see the pack's delivery state.
+    turn = classify_ending(turn, pack, last=last)
+    rec = provenance_record(turn, pack)
+    provenance = {
+        "turn_id": turn.id, "segment": rec.segment.segment, "record": rec.model_dump_json(),
+        "complete": rec.coverage.complete, "injections": len(rec.injections), "source_id": source_id,
+    }
+    return (turn_row(turn, segment=rec.segment.segment, source_id=source_id), provenance,
+            [span_row(span, seq=seq, source_id=source_id, turn_id=turn.id) for seq, span in enumerate(turn.spans)])
+
+
+@dataclass(frozen=True)
+class SettledTrace:
+    """What one trace's staged spans come to (`settle_trace`)."""
+
+    bad: list[Quarantine]
+    """Defects (duplicate ids, parent cycles), quarantined."""
+    accepted: int
+    """This file's spans of the trace that are no defect."""
+    pending: int
+    """This file's spans still waiting for their parent."""
+    orphans: list[tuple[str, str]]
+    """(trace id, span id) of every orphan, of any file: they stay staged."""
+    call: list[Span] | None = None
+    """A client-only model call: grouped into a turn with its conversation's other calls once the file is read."""
+    written: TurnWrite | None = None
+    """The rows of the trace's turn."""
+
+
+def settle_trace(spans: list[Span], *, own: set[str], count: int, path: str, pack: KnowledgePack,
+                 source_id: str) -> SettledTrace:
+    """Check one trace's spans (`own`: the ids of the `count` spans this file brought) and build its turn's
+    rows (pure: a worker process settles traces no other file shares)."""
+    kept, bad, orphans = split_trace(spans, source=path)
+    call = kept if kept and is_call_trace(kept) else None
+    written = turn_rows(assemble_turn(kept), pack=pack, source_id=source_id) if kept and call is None else None
+    return SettledTrace(bad=bad, accepted=max(count - len(bad), 0), pending=sum(1 for s in orphans if s.id in own),
+                        orphans=[(s.trace_id, s.id) for s in orphans], call=call, written=written)
 
 
 class _Rows:
@@ -57,8 +113,10 @@ class FileWriter:
     are written in the file's closing transaction (`finish`), with the commit marker.
     """
 
-    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack) -> None:
+    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack, workers: int = 1) -> None:
         self.store, self.source_id, self.path, self.pack = store, source_id, path, pack
+        self.workers = workers
+        """Processes that settle staged traces (`_assemble_in_processes`); 1: this one."""
         self.rows = _Rows(store)
         self.late = _Rows(store, size=1 << 62)  # flushed only inside the closing transaction
         self.conversations = Batch(store, "conversations")
@@ -91,17 +149,15 @@ class FileWriter:
 
     def turn(self, turn: Turn, *, last: bool | None = None, late: bool = False) -> None:
         """Write a turn with its spans and provenance, its ending classified by the pack."""
-        # Hand-offs and closing messages first: coverage and every later reader see the pack's delivery state.
-        turn = classify_ending(turn, self.pack, last=last)
-        rec = provenance_record(turn, self.pack)
+        self._write(turn_rows(turn, pack=self.pack, source_id=self.source_id, last=last), late=late)
+
+    def _write(self, written: TurnWrite, *, late: bool = False) -> None:
+        turn, provenance, spans = written
         rows = self.late if late else self.rows
-        rows.turns.add(turn_row(turn, segment=rec.segment.segment, source_id=self.source_id))
-        rows.provenance.add({
-            "turn_id": turn.id, "segment": rec.segment.segment, "record": rec.model_dump_json(),
-            "complete": rec.coverage.complete, "injections": len(rec.injections), "source_id": self.source_id,
-        })
-        for seq, span in enumerate(turn.spans):
-            rows.spans.add(span_row(span, seq=seq, source_id=self.source_id, turn_id=turn.id))
+        rows.turns.add(turn)
+        rows.provenance.add(provenance)
+        for span in spans:
+            rows.spans.add(span)
 
     def conversation(self, conv: Conversation) -> None:
         """Write a conversation with its turns and events."""
@@ -124,15 +180,46 @@ class FileWriter:
         if not self.staged_count:
             return
         shared = shared_traces(self.store, self.source_id)
-        current: list[Span] = []
-        for span in iter_staged_spans(self.store, self.source_id):
-            if current and current[0].trace_id != span.trace_id:
+        if self.workers > 1 and self.staged_count >= MIN_SPANS_FOR_WORKERS and can_fork():
+            self._assemble_in_processes(shared)
+        else:
+            current: list[Span] = []
+            for span in iter_staged_spans(self.store, self.source_id):
+                if current and current[0].trace_id != span.trace_id:
+                    self._trace(current, shared=current[0].trace_id in shared)
+                    current = []
+                current.append(span)
+            if current:
                 self._trace(current, shared=current[0].trace_id in shared)
-                current = []
-            current.append(span)
-        if current:
-            self._trace(current, shared=current[0].trace_id in shared)
         self._group_calls()
+
+    def _assemble_in_processes(self, shared: set[str]) -> None:
+        """`assemble_staged` with the traces no other file shares settled by forked workers (`settle_trace`,
+        pure), in chunks of traces, taken in here in trace order as the one-process path takes them. A shared
+        trace travels in its chunk untouched and is joined here, where the store is (`_trace`)."""
+        pack, path, source_id = self.pack, self.path, self.source_id
+
+        def work(chunk: _TraceChunk) -> list[SettledTrace | _SpanRows]:
+            out: list[SettledTrace | _SpanRows] = []
+            for is_shared, rows in chunk:
+                if is_shared:
+                    out.append(rows)
+                    continue
+                spans = [span_from_row(r) for r in rows]
+                out.append(settle_trace(spans, own={s.id for s in spans}, count=len(spans), path=path, pack=pack,
+                                        source_id=source_id))
+            return out
+
+        def sink(done: list[SettledTrace | _SpanRows]) -> None:
+            for t in done:
+                if isinstance(t, SettledTrace):
+                    self._settled(t)
+                else:
+                    self._trace([span_from_row(r) for r in t], shared=True)
+
+        executor: ProcessExecutor[_TraceChunk, list[SettledTrace | _SpanRows]] = ProcessExecutor(workers=self.workers)
+        executor.run(_trace_chunks(iter_staged_rows(self.store, self.source_id), shared=shared, spans=CHUNK_SPANS),
+                     work=work, sink=sink)
 
     def _stored(self, trace_id: str) -> list[Span]:
         """The trace's spans held elsewhere: other files' pending spans and the spans of stored turns (which this
@@ -158,18 +245,21 @@ class FileWriter:
         own, count = {s.id for s in spans}, len(spans)
         if shared:
             spans = _by_start(self._stored(spans[0].trace_id) + spans)
-        kept, bad, orphans = split_trace(spans, source=self.path)
-        for q in bad:
+        self._settled(settle_trace(spans, own=own, count=count, path=self.path, pack=self.pack,
+                                   source_id=self.source_id), late=shared)
+
+    def _settled(self, t: SettledTrace, *, late: bool = False) -> None:
+        """Take in a settled trace: its defects quarantined, its orphans kept pending, its turn written (or its
+        client-only call kept for grouping)."""
+        for q in t.bad:
             self.reject(q)
-        self.accepted += max(count - len(bad), 0)
-        self.pending += sum(1 for s in orphans if s.id in own)  # this file's; earlier files counted theirs
-        self.keep.extend((s.trace_id, s.id) for s in orphans)
-        if not kept:
-            return
-        if is_call_trace(kept):
-            self.calls.setdefault(group_key(kept), []).append(kept)
-        else:
-            self.turn(assemble_turn(kept), late=shared)
+        self.accepted += t.accepted
+        self.pending += t.pending
+        self.keep.extend(t.orphans)
+        if t.call is not None:
+            self.calls.setdefault(group_key(t.call), []).append(t.call)
+        if t.written is not None:
+            self._write(t.written, late=late)
 
     def _group_calls(self) -> None:
         """Turns of the client-only calls of this file, with the stored calls of the same groups."""
@@ -202,6 +292,33 @@ class FileWriter:
             delete_turns(self.store, self.replaced)
         self.late.flush()
         consume_staged(self.store, source_id=self.source_id, joined=self.joined, keep=self.keep)
+
+
+_SpanRows = list[dict[str, Any]]
+_TraceChunk = list[tuple[bool, _SpanRows]]
+"""Whole traces' staged rows, each with whether another file shares the trace."""
+
+
+def _trace_chunks(batches: Iterable[_SpanRows], *, shared: set[str], spans: int) -> Iterator[tuple[_TraceChunk, int]]:
+    """Staged rows in trace order as chunks of whole traces (at least `spans` rows each), every trace with
+    whether it is shared with another file; each chunk with its number of traces."""
+    chunk: _TraceChunk = []
+    current: _SpanRows = []
+    size = 0
+    for batch in batches:
+        for r in batch:
+            if current and current[0]["trace_id"] != r["trace_id"]:
+                chunk.append((current[0]["trace_id"] in shared, current))
+                size += len(current)
+                current = []
+                if size >= spans:
+                    yield chunk, len(chunk)
+                    chunk, size = [], 0
+            current.append(r)
+    if current:
+        chunk.append((current[0]["trace_id"] in shared, current))
+    if chunk:
+        yield chunk, len(chunk)
 
 
 def _by_start(spans: list[Span]) -> list[Span]:

@@ -327,8 +327,8 @@ class Runner:
                 self.unit_batch.add(row)
 
         rows = self.store.iter_turn_rows(segment=None, order="user", users=None if plan.visit_all else plan.users)
-        ProcessExecutor[_ChunkDone](workers=workers, progress=self.progress).run(
-            user_chunks(rows, turns=CHUNK_TURNS), work=work, sink=sink)
+        executor: ProcessExecutor[Chunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=self.progress)
+        executor.run(user_chunks(rows, turns=CHUNK_TURNS), work=work, sink=sink)
         self.batch.flush()
         self.unit_batch.flush()
 

@@ -24,7 +24,15 @@ def shared_traces(store: Store, source_id: str) -> set[str]:
 
 
 def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000) -> Iterator[Span]:
-    """The file's staged spans in trace order, then arrival order.
+    """The file's staged spans in trace order, then arrival order (`iter_staged_rows`, each span built)."""
+    for rows in iter_staged_rows(store, source_id, batch=batch, traces=traces):
+        for r in rows:
+            yield span_from_row(r)
+
+
+def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000,
+                     traces: int = 20_000) -> Iterator[list[dict[str, Any]]]:
+    """The file's staged `spans` rows in trace order, then arrival order, `batch` rows at a time.
 
     Staged rows are committed, so a cursor of its own (another connection) streams them while the store's
     connection writes the turns; Python holds one page. The spans are read `traces` traces at a time (ranges
@@ -40,8 +48,7 @@ def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces
             cur.execute("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
                         " ORDER BY trace_id, seq", [source_id, lo, hi])
             while rows := fetch_dicts(cur, batch=batch):
-                for r in rows:
-                    yield span_from_row(r)
+                yield rows
     finally:
         cur.close()
 

@@ -145,3 +145,57 @@ def test_staged_spans_come_back_by_trace_then_arrival_in_any_slicing(tmp_path: P
             got = [(s.trace_id, s.id) for s in iter_staged_spans(st, "src", traces=traces, batch=2)]
             assert got == want, traces
         assert list(iter_staged_spans(st, "other")) == []
+
+
+def _rows_in_order(store: Path) -> dict[str, list[tuple]]:
+    import duckdb
+
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT * EXCLUDE (ingested_at) FROM {t} ORDER BY rowid" if t == "sources" else
+                               f"SELECT * FROM {t} ORDER BY rowid").fetchall()
+                for t in ("spans", "turns", "provenance", "quarantine", "staged_spans", "sources", "meta")}
+    finally:
+        con.close()
+
+
+def test_workers_store_what_one_process_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Traces settled by worker processes, a few spans per chunk: the same rows in the same order, the same
+    # report, defects, orphans joined by a later file and client-only calls included.
+    from agent_factory.factory import writer
+    from agent_factory.factory.simulate import SimConfig, simulate
+    from tests.factory.test_bad_input import GOOD_SPANS, TC, lines, span
+
+    simulate(SimConfig(users=6, seed=3), tmp_path / "sim")
+    extra = tmp_path / "sim" / "zz-extra.jsonl"
+    td, te = "d" * 32, "e" * 32
+    extra.write_bytes(lines(*GOOD_SPANS, span(TC, "5" * 16, "6" * 16), span(TC, "6" * 16, "5" * 16),
+                            span(td, "8" * 16), span(td, "8" * 16), span(te, "a" * 16, "9" * 16)))
+    later = tmp_path / "later.jsonl"
+    later.write_bytes(lines(span(te, "9" * 16), span("f" * 32, "b" * 16)))
+    monkeypatch.setattr(writer, "MIN_SPANS_FOR_WORKERS", 0)
+    monkeypatch.setattr(writer, "CHUNK_SPANS", 7)
+    chunks_sunk: list[int] = []  # traces per chunk the workers settled
+
+    class Spy(writer.ProcessExecutor):  # type: ignore[type-arg]
+        def run(self, chunks, *, work, sink):  # type: ignore[no-untyped-def]
+            return super().run(((c, n) for c, n in chunks if not chunks_sunk.append(n)), work=work, sink=sink)
+
+    monkeypatch.setattr(writer, "ProcessExecutor", Spy)
+    pack = load_pack("business_analysis")
+    stores, reports = [], []
+    for workers in (1, 2):
+        path = tmp_path / f"w{workers}.duckdb"
+        with Store(path) as st:
+            first = ingest_paths(st, [tmp_path / "sim"], pack=pack, workers=workers)
+            second = ingest_paths(st, [later], pack=pack, workers=workers)
+        reports.append((first.model_dump(), second.model_dump()))
+        stores.append(_rows_in_order(path))
+    assert reports[0] == reports[1]
+    assert reports[0][0]["quarantined"] == 3 and reports[0][0]["pending_spans"] == 1
+    assert reports[0][1]["pending_spans"] == 0  # the later file brought the orphan's parent
+    one, two = stores
+    assert {t: len(r) for t, r in one.items()} == {t: len(r) for t, r in two.items()}
+    assert len(one["turns"]) > 20 and len(chunks_sunk) > 5  # the workers settled them, many chunks each time
+    for table in one:
+        assert one[table] == two[table], table

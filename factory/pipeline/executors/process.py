@@ -8,15 +8,17 @@ This process keeps the store: it reads the stored rows of whole users (`Store.it
 cheap to pickle) and writes what comes back. Workers are forked once the run is planned, so they inherit the
 plan, the collector and the pack instead of unpickling them; each gets chunks of rows, builds the units
 (`UnitContext.user_units`, pure), runs the kernel on them and returns the chunk's data as an Arrow table with
-its unit rows. At most two chunks per worker are in flight, so memory stays bounded whatever the store holds.
+its unit rows, written in the order the chunks came. At most two chunks per worker are in flight, so memory
+stays bounded whatever the store holds.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from agent_factory.factory.store.rows import TurnRows
@@ -24,16 +26,17 @@ from agent_factory.factory.store.rows import TurnRows
 Chunk = list[TurnRows]
 """The stored rows of whole users (one user's turns together, never split across chunks)."""
 
+C = TypeVar("C")
 R = TypeVar("R")
 
 MAX_WORKERS = 4
 """Workers a run starts by default at most (`default_workers`): beyond that the store's reader and writer in
 this process are the bottleneck."""
 
-_WORK: Callable[[Chunk], Any] | None = None  # set before the workers fork; they inherit it
+_WORK: Callable[[Any], Any] | None = None  # set before the workers fork; they inherit it
 
 
-def _run_chunk(chunk: Chunk) -> Any:
+def _run_chunk(chunk: Any) -> Any:
     assert _WORK is not None, "process executor worker started without its work"
     return _WORK(chunk)
 
@@ -77,9 +80,14 @@ def user_chunks(batches: Iterable[list[TurnRows]], *, turns: int) -> Iterator[tu
         yield chunk, users
 
 
-class ProcessExecutor(Generic[R]):
-    """`workers` forked processes run `work` over chunks of users' rows; `sink` takes each chunk's result here,
-    in the order chunks finish. `progress` gets the number of users done so far."""
+def _ready() -> int:
+    return os.getpid()
+
+
+class ProcessExecutor(Generic[C, R]):
+    """`workers` forked processes run `work` over chunks (a run's: whole users' rows; an ingest's: traces'
+    staged spans); `sink` takes each chunk's result here, in the order the chunks came (so what is written does
+    not depend on which worker was faster). `progress` gets the number of things (users) done so far."""
 
     def __init__(self, *, workers: int, progress: Callable[[int], None] | None = None) -> None:
         if workers < 2:
@@ -87,32 +95,32 @@ class ProcessExecutor(Generic[R]):
         self.workers = workers
         self.progress = progress
 
-    def run(self, chunks: Iterable[tuple[Chunk, int]], *, work: Callable[[Chunk], R],
-            sink: Callable[[R], None]) -> int:
-        """Run `work` on every chunk in a worker, `sink` on each result here; the number of users done."""
+    def run(self, chunks: Iterable[tuple[C, int]], *, work: Callable[[C], R], sink: Callable[[R], None]) -> int:
+        """Run `work` on every chunk (with the number of things it holds) in a worker, `sink` on each result
+        here; the number of things done."""
         global _WORK
         _WORK = work
         done_users = 0
         try:
             with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                pending: dict[Future[R], int] = {}
+                # Every worker is forked now, before `chunks` starts a query: no store cursor is open in the fork.
+                pool.submit(_ready).result()
+                pending: deque[tuple[Future[R], int]] = deque()
 
-                def drain(futures: set[Future[R]]) -> None:
+                def oldest() -> None:
                     nonlocal done_users
-                    for f in futures:
-                        sink(f.result())
-                        done_users += pending.pop(f)
+                    future, users = pending.popleft()
+                    sink(future.result())
+                    done_users += users
                     if self.progress:
                         self.progress(done_users)
 
                 for chunk, users in chunks:
-                    pending[pool.submit(_run_chunk, chunk)] = users
+                    pending.append((pool.submit(_run_chunk, chunk), users))
                     if len(pending) >= self.workers * 2:
-                        finished, _ = wait(set(pending), return_when=FIRST_COMPLETED)
-                        drain(finished)
+                        oldest()
                 while pending:
-                    finished, _ = wait(set(pending), return_when=FIRST_COMPLETED)
-                    drain(finished)
+                    oldest()
         finally:
             _WORK = None
         return done_users
