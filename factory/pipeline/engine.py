@@ -14,38 +14,29 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import networkx as nx
-import pyarrow as pa
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators import kernel
-from agent_factory.evaluators.collect.reasons import reason_category, retry_later
 from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer, Result
-from agent_factory.evaluators.core.columns import DataColumns
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
 from agent_factory.evaluators.provenance import ProvenanceRecord
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
-from agent_factory.factory.pipeline.executors.process import (
-    Chunk,
-    ProcessExecutor,
-    can_fork,
-    default_workers,
-    user_chunks,
-)
+from agent_factory.factory.pipeline.executors.process import can_fork, default_workers
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
+from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS, Tally, collect_in_workers, tally
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.report import RunReport
 from agent_factory.factory.store import Batch, Store
-from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, data_table, drop_items
+from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
 from agent_factory.factory.store.pipeline import current_sources, save_state
 from agent_factory.factory.store.results import merge_results, population_metrics, result_row
-from agent_factory.factory.store.rows import turns_from_rows
 from agent_factory.factory.store.runs import record_run
 from agent_factory.factory.store.units import drop_users, load_rows, unit_row
 from agent_factory.factory.units import iter_user_units, unit_context
@@ -102,14 +93,6 @@ class _Tally:
                    collected=sum(c.collected.values()), reused=c.reused - sum(c.reused_uncollected.values()))
 
 
-@dataclass
-class _Acc:
-    units: Counter[str] = field(default_factory=Counter)
-    reasons: Counter[str] = field(default_factory=Counter)
-    uncollected: int = 0
-    retry_items: set[str] = field(default_factory=set)
-
-
 def injection_pointers(store: Store) -> dict[str, tuple[EvidencePointer, ...]]:
     """Turn id -> where provenance flagged text addressed to an evaluator in it (stored at ingest), so that every
     prompt showing that text marks it as flagged."""
@@ -150,45 +133,6 @@ def analysis_groups(specs: Sequence[ComponentSpec], *, names: frozenset[str], ad
     return out
 
 
-MIN_USERS_FOR_WORKERS = 200
-"""Below this many users to visit, a run collects in its own process unless told otherwise (`workers`):
-forking and shipping rows cost more than a small run's rules."""
-CHUNK_TURNS = 400
-"""Turns of whole users per chunk a worker collects: enough chunks to keep every worker busy to the end."""
-
-
-def _tally(acc: _Acc, b: DatumBatch) -> None:
-    """Count a batch's units and its data left uncollected, by reason, and the items a rerun could collect."""
-    c = b.columns
-    for k, value in enumerate(c.value):
-        if value == "uncollected":
-            reason = c.reason[k]
-            acc.uncollected += 1
-            acc.reasons[reason_category(reason or "")] += 1
-            if retry_later(reason):
-                acc.retry_items.add(c.item[k])
-    for u in b.units:
-        acc.units[u.layer] += 1
-
-
-def _merge_acc(acc: _Acc, other: _Acc) -> None:
-    acc.units.update(other.units)
-    acc.reasons.update(other.reasons)
-    acc.uncollected += other.uncollected
-    acc.retry_items |= other.retry_items
-
-
-@dataclass
-class _ChunkDone:
-    """What a worker hands back for one chunk: its data as an `atomic_data` table, its units' rows, counts."""
-
-    data: pa.Table | None
-    units: list[dict[str, Any]]
-    acc: _Acc
-    counts: Any = None
-    """The worker's collector counts over the chunk (`Cascade.take_counts`)."""
-
-
 class Runner:
     """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
 
@@ -217,7 +161,7 @@ class Runner:
         self.component_of = {d.id: c for layer in self.defs.values() for c, ds in layer.items() for d in ds}
         self.admitted = {i for i, d in self.by_id.items() if d.admitted}
         self.run_id = uuid.uuid4().hex[:12]
-        self.acc = _Acc()
+        self.acc = Tally()
         self.batch = DataBatch(store, run_id=self.run_id)
         self.unit_batch = Batch(store, "units")
         by_component: dict[str, list[DataDefinition]] = {}
@@ -300,41 +244,16 @@ class Runner:
         return self.workers if self.workers is not None else default_workers()
 
     def _execute_in_processes(self, plan: Plan, cplan: CollectPlan, workers: int) -> None:
-        """Collection by forked workers (`ProcessExecutor`): this process reads the users' rows and writes back
-        each chunk's data and units; the workers' counts are added to this run's collector."""
-        ctx = unit_context(self.store, window_days=self.pack.thresholds.window_days, horizon=self.horizon_at)
-        collector, run_id = self.collector, self.run_id
-
-        def work(chunk: Chunk) -> _ChunkDone:
-            # In a worker: build the chunk's units, collect them, return plain columns and counts.
-            collector.take_counts()  # type: ignore[attr-defined]  # what the parent had counted at the fork
-            out = _ChunkDone(data=None, units=[], acc=_Acc())
-            cols = DataColumns()
-            for b in kernel.collect(ctx.user_units(turns_from_rows(chunk)), cplan, collector):
-                _tally(out.acc, b)
-                cols.extend(b.columns)
-                out.units.extend(unit_row(u, run_id=run_id) for u in b.units)
-            out.data = data_table(cols, run_id=run_id)
-            out.counts = collector.take_counts()  # type: ignore[attr-defined]
-            return out
-
-        def sink(done: _ChunkDone) -> None:
-            _merge_acc(self.acc, done.acc)
-            self.collector.absorb(done.counts)  # type: ignore[attr-defined]
-            if done.data is not None and done.data.num_rows:
-                self.batch.add_table(done.data)
-            for row in done.units:
-                self.unit_batch.add(row)
-
-        rows = self.store.iter_turn_rows(segment=None, order="user", users=None if plan.visit_all else plan.users)
-        executor: ProcessExecutor[Chunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=self.progress)
-        executor.run(user_chunks(rows, turns=CHUNK_TURNS), work=work, sink=sink)
-        self.batch.flush()
-        self.unit_batch.flush()
+        """Collection by forked workers (`parallel.collect_in_workers`)."""
+        collect_in_workers(
+            self.store, users=None if plan.visit_all else plan.users, plan=cplan, collector=self.collector,
+            context=unit_context(self.store, window_days=self.pack.thresholds.window_days, horizon=self.horizon_at),
+            run_id=self.run_id, workers=workers, progress=self.progress, acc=self.acc, data=self.batch,
+            units=self.unit_batch)
 
     def persist(self, b: DatumBatch) -> None:
         """Queue one user's units and data for the store, counting what was left uncollected and why."""
-        _tally(self.acc, b)
+        tally(self.acc, b)
         self.batch.add(b.columns)
         for u in b.units:
             self.unit_batch.add(unit_row(u, run_id=self.run_id))

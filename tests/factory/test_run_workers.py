@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_factory.factory.cli import app
-from agent_factory.factory.pipeline.engine import MIN_USERS_FOR_WORKERS
+from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
 
 _NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
