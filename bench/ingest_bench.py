@@ -1,6 +1,6 @@
 """Ingest benchmark: spans/s and peak RSS at 1x and 10x the default simulation, and a 1M-span run.
 
-Usage:  .venv/bin/python bench/ingest_bench.py [--sizes 1x,10x,1m] [--workdir bench/out]
+Usage:  .venv/bin/python bench/ingest_bench.py [--sizes 1x,10x,1m] [--workdir bench/out] [--workers auto|N]
 
 Each ingest runs in a fresh child process so its peak RSS (ru_maxrss) is its own. The 1M-span input is a
 generated OTLP JSON-lines file (the simulator's format) so the run needs no simulation time. Memory must not
@@ -31,9 +31,10 @@ from agent_factory.factory.ingest import ingest_paths
 from agent_factory.knowledge_packs import load_pack
 src, store = Path(sys.argv[1]), Path(sys.argv[2])
 pack = load_pack(sys.argv[3])
+workers = int(sys.argv[4]) if sys.argv[4] != "auto" else None
 t0 = time.perf_counter()
 with Store(store) as st:
-    rep = ingest_paths(st, [src], pack=pack)
+    rep = ingest_paths(st, [src], pack=pack, workers=workers)
     spans = st.con.execute("SELECT count(*) FROM spans").fetchone()[0]
     turns = st.con.execute("SELECT count(*) FROM turns").fetchone()[0]
 dt = time.perf_counter() - t0
@@ -45,7 +46,8 @@ with open(src, "rb") as f:
 parse_dt = time.perf_counter() - parse_t0
 print(json.dumps({"seconds": dt, "spans": spans, "turns": turns, "read": rep.read, "accepted": rep.accepted,
                   "quarantined": rep.quarantined, "parse_only_seconds": parse_dt,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
 
@@ -99,16 +101,17 @@ def write_synthetic_otlp(path: Path, *, spans: int, seed: int = 0) -> Path:
     return path
 
 
-def run_child(src: Path, store: Path, pack: str) -> dict[str, float]:
+def run_child(src: Path, store: Path, pack: str, workers: str = "auto") -> dict[str, float]:
     if store.exists():
         store.unlink()
-    return child_json(CHILD, str(src), str(store), pack)
+    return child_json(CHILD, str(src), str(store), pack, workers)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1x,10x,1m")
     ap.add_argument("--workdir", type=Path, default=HERE / "out")
+    ap.add_argument("--workers", default="auto", help="processes that assemble traces (auto: ingest's default)")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -129,17 +132,20 @@ def main() -> None:
         else:
             raise SystemExit(f"unknown size {size!r}; valid: 1x, 10x, 1m")
         gen = time.perf_counter() - t0
-        r = run_child(src, args.workdir / f"store-{size}.duckdb", pack)
+        r = run_child(src, args.workdir / f"store-{size}.duckdb", pack, args.workers)
         r.update(size=size, input_mb=src.stat().st_size / 1e6, generate_seconds=gen,
                  spans_per_s=r["spans"] / r["seconds"], parse_ratio=r["seconds"] / max(r["parse_only_seconds"], 1e-9))
         rows.append(r)
         print(json.dumps(r), flush=True)
     print()
     print(f"{'size':>5} {'input MB':>9} {'spans':>9} {'turns':>8} {'quar':>5} {'sec':>7} {'spans/s':>9} "
-          f"{'x parse':>8} {'peak RSS MB':>12}")
+          f"{'x parse':>8} {'peak RSS MB':>12} {'worker MB':>10}")
     for r in rows:
         print(f"{r['size']:>5} {r['input_mb']:>9.1f} {r['spans']:>9,} {r['turns']:>8,} {r['quarantined']:>5} "
-              f"{r['seconds']:>7.1f} {r['spans_per_s']:>9,.0f} {r['parse_ratio']:>8.1f} {r['peak_rss_mb']:>12.0f}")
+              f"{r['seconds']:>7.1f} {r['spans_per_s']:>9,.0f} {r['parse_ratio']:>8.1f} {r['peak_rss_mb']:>12.0f} "
+              f"{r['worker_peak_rss_mb']:>10.0f}")
+    print("(peak RSS: the ingesting process; worker MB: the largest worker's peak, 0 without workers; each worker "
+          "is a fork, so pages it shares with the ingesting process count in both)")
     print(f"(bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
 
 

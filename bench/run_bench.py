@@ -4,7 +4,7 @@ store: nothing is recollected), a full rerun (`full=True`: every unit walked aga
 a rerun with nothing changed (the pipeline recomputes nothing). The sizes of the cache (model answers only: none
 here) and of the store are printed after the cold run.
 
-Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out]
+Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out] [--workers auto|N]
 
 Each run is a fresh child process so its peak RSS (ru_maxrss) is its own. No model is configured, so
 model-tier items are recorded uncollected (the figure measures rules, cache and analyses).
@@ -33,12 +33,13 @@ from agent_factory.factory.run import Runner
 from agent_factory.factory.store import Store
 from agent_factory.factory.suite import load_suite
 store, cache, full, src = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full", Path(sys.argv[4])
+workers = int(sys.argv[5]) if sys.argv[5] != "auto" else None
 with Store(store) as st:
     suite = load_suite(None, pack="business_analysis", store=st)
     cfg = ModelConfig()
     cascade = Cascade(cfg, cache=DatumCache(cache), budget=Budget(cfg.budget))
     t0 = time.perf_counter()
-    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full).run()
+    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full, workers=workers).run()
     dt = time.perf_counter() - t0
 process = time.perf_counter() - start
 p0 = time.perf_counter()
@@ -49,14 +50,15 @@ parse = time.perf_counter() - p0
 print(json.dumps({"seconds": dt, "process_seconds": process, "parse_only_seconds": parse, "units": rep.units,
                   "trigger": rep.plan["trigger"], "items": rep.items,
                   "model_calls": rep.model_calls,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
 
-def child(store: Path, cache: Path, *, full: bool, src: Path) -> dict:
+def child(store: Path, cache: Path, *, full: bool, src: Path, workers: str = "auto") -> dict:
     """One run in a fresh process; its seconds, and those of parsing `src` (plain json.loads per line) after it
     in the same process."""
-    return child_json(CHILD, str(store), str(cache), "full" if full else "incremental", str(src))
+    return child_json(CHILD, str(store), str(cache), "full" if full else "incremental", str(src), workers)
 
 
 def main() -> None:
@@ -66,6 +68,7 @@ def main() -> None:
     ap.add_argument("--reuse-ingest", action="store_true",
                     help="copy the store bench/ingest_bench.py left for a size (store-<size>.duckdb) instead of "
                          "ingesting the simulation again")
+    ap.add_argument("--workers", default="auto", help="processes that collect (auto: the run's default)")
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
@@ -97,7 +100,7 @@ def main() -> None:
         for phase in ("cold", "nocache", "full", "same"):
             if phase == "nocache":
                 shutil.rmtree(cache)
-            r = child(store, cache, full=phase == "full", src=sim / "traces.otlp.jsonl")
+            r = child(store, cache, full=phase == "full", src=sim / "traces.otlp.jsonl", workers=args.workers)
             turns = r["units"].get("trace", 0)
             r.update(size=size, phase=phase, turns=turns, turns_per_s=turns / r["seconds"] if turns else 0.0,
                      parse_ratio=r["seconds"] / r["parse_only_seconds"],
@@ -106,13 +109,15 @@ def main() -> None:
             print(json.dumps(r), flush=True)
     print()
     print(f"{'size':>5} {'phase':>7} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
-          f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12} {'cache MB':>9} "
-          f"{'store MB':>9}")
+          f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12} {'worker MB':>10} "
+          f"{'cache MB':>9} {'store MB':>9}")
     for r in rows:
         print(f"{r['size']:>5} {r['phase']:>7} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
               f"{r['turns_per_s']:>8,.0f} {r['parse_ratio']:>8.1f} {r['items']['collected']:>10,} "
               f"{r['items']['reused']:>9,} {r['items']['kept']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f} "
-              f"{r['cache_mb']:>9.2f} {r['store_mb']:>9.1f}")
+              f"{r['worker_peak_rss_mb']:>10.0f} {r['cache_mb']:>9.2f} {r['store_mb']:>9.1f}")
+    print("(peak RSS: the running process; worker MB: the largest worker's peak, 0 without workers; each worker is "
+          "a fork, so pages it shares with the running process count in both)")
 
 
 def _size(path: Path) -> int:

@@ -18,7 +18,7 @@ import pyarrow as pa
 from agent_factory.errors import StoreError
 
 SCHEMA_VERSION = 4
-DEFAULT_MEMORY = "512MB"
+DEFAULT_MEMORY = "256MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 READ_MEMORY = "128MB"
 """DuckDB's memory limit while analyses read their rows (`Store.memory_capped`)."""
