@@ -64,8 +64,10 @@ _GENERIC = frozenset({"reservation", "reservations", "details", "detail", "user"
 UPLOAD_KEYS: tuple[str, ...] = ("file.id", "file.name", "upload.id", "upload.file_id", "attachment.id", "attachments",
                                 "input.files", "request_non_text_parts")
 """Attribute keys sources use to record an uploaded file on a turn or span."""
-ANY_TEXT = r"\S"
-"""The `always` detector: any non-blank text in the unit's request or answer."""
+ANY_TEXT = r"\S[\s\S]*"
+"""The `always` detector: any non-blank text in the unit's request or answer, matched once per text (from its
+first non-blank character to its end), so the trigger cites each text it holds in and counts texts, not
+characters (compiler 3's `\S` matched every character: thousands of one-character pointers per turn)."""
 HANDOFF_REGEX = (r"\btransfer\w*\b[^.\n]{0,60}\b(?:human|live)\s+(?:agent|representative|person|staff)"
                  r"|转(?:接)?人工|人工客服")
 """A handoff to a human in the agent's reply or a tool's result."""

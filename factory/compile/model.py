@@ -11,8 +11,9 @@ from agent_factory.factory.compile.patterns import FormKind, Polarity
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs.model import Clause, ClauseId, ClauseKind, ClauseLayer
 
-COMPILER_VERSION = "3"
-"""Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite."""
+COMPILER_VERSION = "4"
+"""Version of the deterministic compiler: it enters the manifest, so a compiler change shows in every suite.
+4: the `always` trigger matches each text once (`detect.ANY_TEXT`), not each of its characters."""
 CheckHow = Literal["rule", "matcher", "model"]
 """How an obligation is collected: a registered rule, a built-in matcher, or the model tiers."""
 

@@ -190,7 +190,7 @@ def matches_everything(trigger: ClauseCondition) -> bool:
     """A trigger that holds in every unit with any text (the `always` detector, or one like it)."""
     return (trigger.rule is None and not trigger.tool_names and not trigger.attribute_present
             and not trigger.attribute_equals and trigger.lexicon is None
-            and trigger.regex in (ANY_TEXT, ".", r"[\s\S]"))
+            and trigger.regex in (ANY_TEXT, r"\S", ".", r"[\s\S]"))
 
 
 def _write(out: Path, files: dict[str, bytes]) -> None:
