@@ -9,6 +9,7 @@ from collections.abc import Collection, Iterator
 
 import pytest
 
+from agent_factory.errors import CollectionError
 from agent_factory.evaluators.kernel import DatumBatch, UserUnits
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
@@ -47,6 +48,8 @@ def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> Non
 def _pid_and_turns(chunk: list) -> tuple[int, int]:
     if len(chunk) == 13:
         raise ValueError("a rule failed on chunk 13")
+    if len(chunk) == 14:
+        os._exit(9)  # as the kernel's OOM killer would end it
     return os.getpid(), len(chunk)
 
 
@@ -61,5 +64,7 @@ def test_the_process_executor_runs_chunks_in_workers_and_sinks_each_here_in_orde
     assert progress[-1] == 10 and progress == sorted(progress)
     with pytest.raises(ValueError, match="chunk 13"):
         ProcessExecutor(workers=2).run([([({}, [])] * 13, 1)], work=_pid_and_turns, sink=got.append)
+    with pytest.raises(CollectionError, match="worker process died"):
+        ProcessExecutor(workers=2).run([([({}, [])] * 14, 1)], work=_pid_and_turns, sink=got.append)
     with pytest.raises(ValueError, match="at least 2 workers"):
         ProcessExecutor(workers=1)

@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
+from agent_factory.errors import CollectionError
 from agent_factory.factory.store.rows import TurnRows
 
 Chunk = list[TurnRows]
@@ -42,8 +45,9 @@ def _run_chunk(chunk: Any) -> Any:
 
 
 def can_fork() -> bool:
-    """Whether workers can be forked here (not on Windows; macOS has fork, though it is not its default)."""
-    return "fork" in multiprocessing.get_all_start_methods()
+    """Whether workers are forked here: on Linux only (macOS has fork, but its system libraries are not safe to
+    use in a forked child, which is why Python no longer forks there by default; Windows has none)."""
+    return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
 def default_workers() -> int:
@@ -121,6 +125,10 @@ class ProcessExecutor(Generic[C, R]):
                         oldest()
                 while pending:
                     oldest()
+        except BrokenProcessPool as e:
+            raise CollectionError(
+                "a worker process died before it finished (killed, or out of memory?); what it was collecting "
+                "was not written: rerun, or rerun with --workers 1 to stay in one process") from e
         finally:
             _WORK = None
         return done_users
