@@ -155,6 +155,8 @@ class Runner:
         self._progress = progress
         # Worker processes for a rules-only run (`ProcessExecutor`); None: one per core (`default_workers`).
         self.workers = workers
+        self.workers_used = 0
+        """Processes that collected this run (1: this one; 0: nothing was collected)."""
         self.full = full
         self.defs = definitions_by_layer(self.specs, pack)
         self.by_id = {d.id: d for layer in self.defs.values() for ds in layer.values() for d in ds}
@@ -217,7 +219,7 @@ class Runner:
     def execute_plan(self, plan: Plan) -> None:
         """Collect over the users the plan visits, persisting each user's batch as it finishes."""
         cplan = self.collect_plan(plan)
-        workers = self._workers(plan)
+        workers = self.workers_used = self._workers(plan)
         if workers > 1:
             self._execute_in_processes(plan, cplan, workers)
             return
@@ -319,6 +321,7 @@ class Runner:
                 "analyses_rerun": len(d.analyses),
                 "analyses_total": sum(len(s.analyses) for s in self.specs),
                 "graph": describe(self.graph), "retry_next_run": sorted(self.acc.retry_items),
+                "workers": self.workers_used,
             },
             units=dict(self.acc.units),
             model_calls=after.model_calls - before.model_calls, tokens=after.tokens - before.tokens,

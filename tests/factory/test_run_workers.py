@@ -69,12 +69,14 @@ def test_workers_write_what_one_process_writes(sim_store: tuple[Path, str], tmp_
     one, two = _copies(sim_store[0], tmp_path)
     r1, r2 = _run(one, "--full", "--workers", "1"), _run(two, "--full", "--workers", "2")
     _same_report(r1, r2)
+    assert (r1["plan"]["workers"], r2["plan"]["workers"]) == (1, 2)
     assert r1["items"]["collected"] > 1_000 and r1["units"]["trace"] > 50, r1["units"]
     diff = _differences(one, two)
     assert all(n > 0 and ab == ba == 0 for n, ab, ba in diff.values()), diff
     # The stored state is a complete run's: nothing changed, nothing recomputed.
     again = _run(two)
     assert again["plan"]["trigger"] == "nothing changed" and again["items"]["collected"] == 0
+    assert again["plan"]["workers"] == 0
     assert again["items"]["kept"] == diff["atomic_data"][0]
 
 

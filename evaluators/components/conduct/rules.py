@@ -108,7 +108,7 @@ def _combined(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
         return None
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def match_ranges(pattern: str, text: str) -> tuple[tuple[int, int], ...]:
     """Where a pack regex matches `text`: each non-empty match on the normalized text, as its range in the
     original. Memoized: a clause's trigger is matched by its trigger and its obligation items, and a lexicon
@@ -224,7 +224,7 @@ def _patterns(cond: ClauseCondition, pack: KnowledgePack) -> tuple[str, ...]:
     return tuple(patterns)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=8192)
 def _text_ranges(patterns: tuple[str, ...], text: str) -> tuple[tuple[int, int], ...]:
     """Every distinct range any of `patterns` matches in `text`, sorted: one text's hits in citing order.
     Memoized: a clause's trigger is matched by its trigger and its obligation items over the same texts."""
