@@ -67,7 +67,8 @@ UPLOAD_KEYS: tuple[str, ...] = ("file.id", "file.name", "upload.id", "upload.fil
 ANY_TEXT = r"\S[\s\S]*"
 """The `always` detector: any non-blank text in the unit's request or answer, matched once per text (from its
 first non-blank character to its end), so the trigger cites each text it holds in and counts texts, not
-characters (compiler 3's `\S` matched every character: thousands of one-character pointers per turn)."""
+characters (compiler 3's pattern, a lone non-blank class, matched every character: thousands of one-character
+pointers per turn)."""
 HANDOFF_REGEX = (r"\btransfer\w*\b[^.\n]{0,60}\b(?:human|live)\s+(?:agent|representative|person|staff)"
                  r"|转(?:接)?人工|人工客服")
 """A handoff to a human in the agent's reply or a tool's result."""
