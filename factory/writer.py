@@ -18,7 +18,7 @@ from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork, whole_groups
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
 from agent_factory.factory.store.ingest import (
     call_group_spans,
@@ -302,23 +302,8 @@ _TraceChunk = list[tuple[bool, _SpanRows]]
 def _trace_chunks(batches: Iterable[_SpanRows], *, shared: set[str], spans: int) -> Iterator[tuple[_TraceChunk, int]]:
     """Staged rows in trace order as chunks of whole traces (at least `spans` rows each), every trace with
     whether it is shared with another file; each chunk with its number of traces."""
-    chunk: _TraceChunk = []
-    current: _SpanRows = []
-    size = 0
-    for batch in batches:
-        for r in batch:
-            if current and current[0]["trace_id"] != r["trace_id"]:
-                chunk.append((current[0]["trace_id"] in shared, current))
-                size += len(current)
-                current = []
-                if size >= spans:
-                    yield chunk, len(chunk)
-                    chunk, size = [], 0
-            current.append(r)
-    if current:
-        chunk.append((current[0]["trace_id"] in shared, current))
-    if chunk:
-        yield chunk, len(chunk)
+    for traces in whole_groups(batches, key=lambda r: r["trace_id"], size=spans):
+        yield [(t[0]["trace_id"] in shared, t) for t in traces], len(traces)
 
 
 def _by_start(spans: list[Span]) -> list[Span]:

@@ -10,20 +10,20 @@ rows and its counts. The worker builds the units from the rows (`UnitContext.use
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from agent_factory.evaluators import kernel
-from agent_factory.evaluators.collect.reasons import reason_category, retry_later
+from agent_factory.evaluators.collect.reasons import CascadeCounters, reason_category, retry_later
 from agent_factory.evaluators.core.columns import DataColumns
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
-from agent_factory.factory.pipeline.executors.process import Chunk, ProcessExecutor, user_chunks
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, whole_groups
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, data_table
-from agent_factory.factory.store.rows import turns_from_rows
+from agent_factory.factory.store.rows import TurnRows, turns_from_rows
 from agent_factory.factory.store.units import unit_row
 from agent_factory.factory.units import UnitContext
 
@@ -32,6 +32,21 @@ MIN_USERS_FOR_WORKERS = 200
 forking and shipping rows cost more than a small run's rules."""
 CHUNK_TURNS = 400
 """Turns of whole users per chunk a worker collects: enough chunks to keep every worker busy to the end."""
+
+Chunk = list[TurnRows]
+"""The stored rows of whole users (one user's turns together, never split across chunks)."""
+
+
+def user_key_of(row: dict[str, Any]) -> str:
+    """A stored turn's user key (`factory.units.user_key`): the user id, else the conversation id."""
+    return str(row["user_id"] if row["user_id"] is not None else row["conversation_id"])
+
+
+def user_chunks(batches: Iterable[list[TurnRows]], *, turns: int) -> Iterator[tuple[Chunk, int]]:
+    """Batches of rows in user order re-cut into chunks of at least `turns` turns (a user is never split), each
+    with its number of users."""
+    for users in whole_groups(batches, key=lambda tr: user_key_of(tr[0]), size=turns):
+        yield [tr for user in users for tr in user], len(users)
 
 
 @dataclass
@@ -74,7 +89,7 @@ class _ChunkDone:
     units: list[dict[str, Any]]
     """Its units' `units` rows."""
     tally: Tally
-    counts: Any
+    counts: CascadeCounters | None
     """The worker's collector counts over the chunk (`Cascade.take_counts`)."""
 
 

@@ -57,17 +57,13 @@ _DATUM_SCHEMA = pa.schema([(name, typ) for name, (_, typ) in DATUM_COLUMNS.items
 def data_table(cols: DataColumns, *, run_id: str) -> pa.Table:
     """The `atomic_data` rows of `cols` as one Arrow table (the last datum of a key wins, as a rewrite would)."""
     c = cols.columns()
-    keys = list(zip(c["unit_id"], c["item"], c["rater"], strict=True))
-    if len(set(keys)) < len(keys):
-        last = {k: i for i, k in enumerate(keys)}
-        keep = sorted(last.values())
-        c = {f: [v[i] for i in keep] for f, v in c.items()}
     n = len(c["unit_id"])
     arrays: dict[str, list[Any]] = {f: c[f] for f in FIELDS}
     arrays["fact"] = [fact_json(f) for f in c["fact"]]
     arrays["evidence"] = [evidence_json(e) for e in c["evidence"]]
     arrays["run_id"] = [run_id] * n
-    return pa.Table.from_pydict({name: arrays[name] for name in _DATUM_SCHEMA.names}, schema=_DATUM_SCHEMA)
+    return last_per_key(pa.Table.from_pydict({name: arrays[name] for name in _DATUM_SCHEMA.names},
+                                             schema=_DATUM_SCHEMA))
 
 
 def last_per_key(table: pa.Table) -> pa.Table:

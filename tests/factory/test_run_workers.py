@@ -115,7 +115,7 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
 
 @pytest.mark.parametrize("turns", [1, 3, 50])
 def test_chunks_hold_whole_users(turns: int) -> None:
-    from agent_factory.factory.pipeline.executors.process import user_chunks
+    from agent_factory.factory.pipeline.parallel import user_chunks
 
     users = [("u1", 3), (None, 1), ("u2", 5), ("u3", 1), ("u4", 2)]
     rows = [({"user_id": u, "conversation_id": f"c-{u}-{k}"}, []) for u, n in users for k in range(n)]

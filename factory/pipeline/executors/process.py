@@ -1,15 +1,15 @@
-"""The process executor: a rules-only run's users collected by forked worker processes.
+"""The process executor: chunks of work done by forked worker processes, their results taken in here in order.
 
 Rules are CPU-bound Python and a machine has more than one core; model calls wait on the network, and one
-event loop already overlaps them (`local.LocalExecutor`). So only a run with no model tier goes here
-(`Cascade.rules_only`): no model answer to cache, no budget or rate limit to share between processes.
+event loop already overlaps them (`local.LocalExecutor`). So only work with no model in it comes here: a
+rules-only run's users (`factory.pipeline.parallel`, `Cascade.rules_only`) and a large file's staged traces
+at ingest (`factory.writer`).
 
-This process keeps the store: it reads the stored rows of whole users (`Store.iter_turn_rows`, plain values,
-cheap to pickle) and writes what comes back. Workers are forked once the run is planned, so they inherit the
-plan, the collector and the pack instead of unpickling them; each gets chunks of rows, builds the units
-(`UnitContext.user_units`, pure), runs the kernel on them and returns the chunk's data as an Arrow table with
-its unit rows, written in the order the chunks came. At most two chunks per worker are in flight, so memory
-stays bounded whatever the store holds.
+This process keeps the store: it reads plain rows (cheap to pickle) and cuts them into chunks of whole groups
+(`whole_groups`: users, traces); the workers, forked before the first chunk is read, inherit the plan, the
+collector and the pack instead of unpickling them, and return plain results, which `sink` writes here in the
+order the chunks came. At most two chunks per worker are in flight, so memory stays bounded whatever the store
+holds.
 """
 
 from __future__ import annotations
@@ -18,24 +18,22 @@ import multiprocessing
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
 from agent_factory.errors import CollectionError
-from agent_factory.factory.store.rows import TurnRows
-
-Chunk = list[TurnRows]
-"""The stored rows of whole users (one user's turns together, never split across chunks)."""
 
 C = TypeVar("C")
+T = TypeVar("T")
 R = TypeVar("R")
 
 MAX_WORKERS = 4
 """Workers a run starts by default at most (`default_workers`): beyond that the store's reader and writer in
 this process are the bottleneck."""
 
+_NO_KEY = object()
 _WORK: Callable[[Any], Any] | None = None  # set before the workers fork; they inherit it
 
 
@@ -59,29 +57,30 @@ def default_workers() -> int:
     return max(1, min(cores, MAX_WORKERS))
 
 
-def user_key_of(row: dict[str, Any]) -> str:
-    """A stored turn's user key (`factory.units.user_key`): the user id, else the conversation id."""
-    return str(row["user_id"] if row["user_id"] is not None else row["conversation_id"])
-
-
-def user_chunks(batches: Iterable[list[TurnRows]], *, turns: int) -> Iterator[tuple[Chunk, int]]:
-    """Batches of rows in user order re-cut into chunks of at least `turns` turns (a user is never split), each
-    with its number of users."""
-    chunk: Chunk = []
-    users = 0
-    last: str | None = None
+def whole_groups(batches: Iterable[list[T]], *, key: Callable[[T], Hashable],
+                 size: int) -> Iterator[list[list[T]]]:
+    """Rows that come grouped (every row of a key together: a user's turns, a trace's spans), in batches, re-cut
+    into chunks of whole groups holding at least `size` rows each (the last chunk may hold fewer)."""
+    chunk: list[list[T]] = []
+    group: list[T] = []
+    rows = 0
+    last: Hashable = _NO_KEY
     for batch in batches:
-        for tr in batch:
-            key = user_key_of(tr[0])
-            if key != last:
-                if len(chunk) >= turns:
-                    yield chunk, users
-                    chunk, users = [], 0
-                users += 1
-                last = key
-            chunk.append(tr)
+        for row in batch:
+            k = key(row)
+            if group and k != last:
+                chunk.append(group)
+                rows += len(group)
+                group = []
+                if rows >= size:
+                    yield chunk
+                    chunk, rows = [], 0
+            last = k
+            group.append(row)
+    if group:
+        chunk.append(group)
     if chunk:
-        yield chunk, users
+        yield chunk
 
 
 def _ready() -> int:
