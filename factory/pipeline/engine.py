@@ -348,6 +348,9 @@ class Runner:
         if not d.nothing:
             drop_items(self.store, keep=self.by_id)
             drop_users(self.store, plan.users)
+            # Every unit this run writes had its data and unit row deleted just now, unless a changed definition
+            # is recollected on users kept as they were: only then can a write meet a stored key.
+            self.batch.fresh = self.unit_batch.fresh = plan.users is None or not d.items
             if plan.users is None or plan.users or d.items:
                 self.execute_plan(plan)
             results, ran = self.analyse(d.analyses)

@@ -85,6 +85,8 @@ class DataBatch:
         self.cols = DataColumns()
         self.tables: list[pa.Table] = []
         self.table_rows = 0
+        self.fresh = False
+        """Whether no stored datum can share a key with the data queued from now on (`append_arrow`'s `fresh`)."""
 
     def add(self, cols: DataColumns) -> None:
         """Queue data; flush once the batch is full."""
@@ -109,7 +111,7 @@ class DataBatch:
             return
         # Each table has one row per key; tables queued together may share one (the last written wins).
         table = tables[0] if len(tables) == 1 else last_per_key(pa.concat_tables(tables))
-        append_arrow(self.store.con, "atomic_data", table)
+        append_arrow(self.store.con, "atomic_data", table, fresh=self.fresh)
 
 
 def drop_items(store: Store, *, keep: Collection[str]) -> int:

@@ -4,10 +4,11 @@ their atomic data of one rater)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection
-from typing import Any, cast
+from collections.abc import Collection, Mapping
+from types import MappingProxyType
+from typing import Any
 
-from agent_factory.evaluators.core import Layer, UnitRow
+from agent_factory.evaluators.core import Layer, UnitRow, Value
 from agent_factory.evaluators.core.model import PRIMARY_RATER
 from agent_factory.evaluators.kernel import UnitRecord, row_order
 from agent_factory.factory.store.base import Store
@@ -45,44 +46,58 @@ def load_rows(store: Store, *, items: Collection[str], all_segments: bool = Fals
               rater: str = PRIMARY_RATER) -> dict[Layer, list[UnitRow]]:
     """The analysed units with `rater`'s values (and facts) of `items`, per layer, in `row_order`; with
     `all_segments`, also the turns of excluded traffic (collected for the components that count them)."""
-    # No ORDER BY: DuckDB streams the join instead of sorting millions of rows in its buffer pool; each unit's
-    # row is made once and filled in place (its dicts are mutable), then each layer is sorted in Python.
+    # No ORDER BY: DuckDB streams one row per unit instead of sorting them in its buffer pool; each layer is
+    # sorted in Python.
     with store.memory_capped():
         return _load_rows(store, items=items, all_segments=all_segments, rater=rater)
 
 
+_ITEM_SEP, _PAIR_SEP = "\x1f", "\x1e"  # neither occurs in an item id or a value (a fixed vocabulary)
+_NO_FACTS: Mapping[str, float | str | None] = MappingProxyType({})
+
+
 def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rater: str) -> dict[Layer, list[UnitRow]]:
-    units: dict[tuple[str, str], UnitRow] = {}
-    # DuckDB hands back a new str per cell: millions of copies of a few item names, values, layers and user ids.
-    # One object per distinct string keeps the rows' memory to what they hold (a third less at 10x the default
-    # simulation); the values compare and hash as before.
-    same: dict[str, str] = {}
+    # A unit's values come from a small vocabulary over a fixed set of items, so few units differ: 88 distinct
+    # value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. DuckDB folds each unit's
+    # values into one string; every unit with the same string shares one read-only map, and units without facts
+    # share one empty map. At 10x the default simulation (415 distinct maps among 518k units) the rows took
+    # 275 MB, against 496 MB with two dicts per unit, and loading and analysing went from 27.7 to 20.1 s.
+    # DuckDB hands back a new str per cell: one object per distinct string (`one`) for the rest.
+    same: dict[str, Any] = {}
     one = same.setdefault
+    wanted = sorted(items)
     cur = store.con.cursor()
+    facts: dict[tuple[str, str], dict[str, float | str | None]] = {}
     cur.execute(
-        "SELECT u.unit_id, u.layer, u.user_id, u.conversation_id, u.idx, u.start_epoch, u.end_epoch, u.mode,"
-        " d.item, d.value, d.fact FROM units u LEFT JOIN (SELECT unit_id, layer, item, value, fact FROM atomic_data"
-        "  WHERE item IN (SELECT unnest(?)) AND rater = ?) d ON d.unit_id = u.unit_id AND d.layer = u.layer"
-        " WHERE u.analysed OR ?",
-        [sorted(items), rater, all_segments])
+        "SELECT d.layer, d.unit_id, d.item, d.fact FROM atomic_data d WHERE d.item IN (SELECT unnest(?))"
+        " AND d.rater = ? AND d.fact IS NOT NULL AND d.fact <> 'null'", [wanted, rater])
     while chunk := cur.fetchmany(50_000):
-        for r in chunk:
-            row = units.get((r[1], r[0]))
-            if row is None:
-                layer = cast(Layer, one(r[1], r[1]))
-                row = units[(layer, r[0])] = UnitRow(
-                    r[0], layer, r[2] if r[2] is None else one(r[2], r[2]), r[3] if r[3] is None else one(r[3], r[3]),
-                    r[4] or 0, r[5], r[6], r[7] if r[7] is None else one(r[7], r[7]), {}, {})
-            if r[8] is None:
-                continue
-            item = one(r[8], r[8])
-            row.values[item] = one(r[9], r[9])  # type: ignore[index]
-            if r[10] is not None and r[10] != "null":
-                row.facts[item] = json.loads(r[10])  # type: ignore[index]
+        for layer, unit_id, item, fact in chunk:
+            v = json.loads(fact)
+            facts.setdefault((layer, unit_id), {})[one(item, item)] = one(v, v) if isinstance(v, str) else v
+    cur.execute(
+        "SELECT u.unit_id, u.layer, u.user_id, u.conversation_id, u.idx, u.start_epoch, u.end_epoch, u.mode, d.vals"
+        " FROM units u LEFT JOIN (SELECT unit_id, layer,"
+        f"  string_agg(item || '{_ITEM_SEP}' || value, '{_PAIR_SEP}') AS vals FROM atomic_data"
+        "  WHERE item IN (SELECT unnest(?)) AND rater = ? GROUP BY unit_id, layer) d"
+        " ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed OR ?",
+        [wanted, rater, all_segments])
+    maps: dict[str | None, Mapping[str, Value]] = {None: MappingProxyType({})}
     rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
-    for row in units.values():
-        rows[row.layer].append(row)
-    units.clear()
+    while chunk := cur.fetchmany(50_000):
+        for unit_id, layer, user_id, conv_id, idx, start, end, mode, vals in chunk:
+            values = maps.get(vals)
+            if values is None:
+                # Sorted: the string's order is DuckDB's, a map's (what iterating it gives) is the items'.
+                pairs = sorted(p.split(_ITEM_SEP, 1) for p in vals.split(_PAIR_SEP))
+                values = maps[vals] = MappingProxyType({one(k, k): one(v, v) for k, v in pairs})
+            f = facts.pop((layer, unit_id), None)
+            if f is not None and len(f) > 1:
+                f = dict(sorted(f.items()))
+            rows[layer].append(UnitRow(
+                unit_id, one(layer, layer), user_id if user_id is None else one(user_id, user_id),
+                conv_id if conv_id is None else one(conv_id, conv_id), idx or 0, start, end,
+                mode if mode is None else one(mode, mode), values, _NO_FACTS if f is None else f))
     for lst in rows.values():
         lst.sort(key=row_order)
     return rows
