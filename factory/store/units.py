@@ -46,14 +46,15 @@ def load_rows(store: Store, *, items: Collection[str], all_segments: bool = Fals
               rater: str = PRIMARY_RATER) -> dict[Layer, list[UnitRow]]:
     """The analysed units with `rater`'s values (and facts) of `items`, per layer, in `row_order`; with
     `all_segments`, also the turns of excluded traffic (collected for the components that count them)."""
-    # No ORDER BY: DuckDB streams one row per unit instead of sorting them in its buffer pool; each layer is
-    # sorted in Python.
+    # No ORDER BY: DuckDB hands back one row per unit unsorted (a sort would hold them in its buffer pool); each
+    # layer is sorted in Python.
     with store.memory_capped():
         return _load_rows(store, items=items, all_segments=all_segments, rater=rater)
 
 
 _ITEM_SEP, _PAIR_SEP = "\x1f", "\x1e"  # neither occurs in an item id or a value (a fixed vocabulary)
-_NO_FACTS: Mapping[str, float | str | None] = MappingProxyType({})
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+"""The values and the facts of a unit that has none."""
 
 
 def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rater: str) -> dict[Layer, list[UnitRow]]:
@@ -82,7 +83,7 @@ def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rate
         "  WHERE item IN (SELECT unnest(?)) AND rater = ? GROUP BY unit_id, layer) d"
         " ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed OR ?",
         [wanted, rater, all_segments])
-    maps: dict[str | None, Mapping[str, Value]] = {None: MappingProxyType({})}
+    maps: dict[str | None, Mapping[str, Value]] = {None: _EMPTY}
     rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
     while chunk := cur.fetchmany(50_000):
         for unit_id, layer, user_id, conv_id, idx, start, end, mode, vals in chunk:
@@ -97,7 +98,7 @@ def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rate
             rows[layer].append(UnitRow(
                 unit_id, one(layer, layer), user_id if user_id is None else one(user_id, user_id),
                 conv_id if conv_id is None else one(conv_id, conv_id), idx or 0, start, end,
-                mode if mode is None else one(mode, mode), values, _NO_FACTS if f is None else f))
+                mode if mode is None else one(mode, mode), values, _EMPTY if f is None else f))
     for lst in rows.values():
         lst.sort(key=row_order)
     return rows
