@@ -292,6 +292,9 @@ def observations(batches: Iterable[DatumBatch], *, items: Iterable[str], horizon
                 units[(u.layer, u.unit_id)] = UnitRow(u.unit_id, u.layer, u.user_id, u.conversation_id, u.index,
                                                       _epoch(u.start), _epoch(u.end), u.mode, {}, {})
         data.extend(d for d in b.columns.iter_data() if d.item in wanted and d.rater == rater)
+    # By item (stable: of two data of one key the later still wins): the store's rows iterate their values and
+    # facts in item order, and an analysis that iterates them (adjudication does) must see the same order.
+    data.sort(key=lambda d: d.item)
     for d in data:
         row = units.get((d.layer, d.unit_id))
         if row is None:

@@ -17,7 +17,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 from pydantic import Field
 
-from agent_factory.evaluators.stats.estimate import check_confidence
+from agent_factory.evaluators.stats.estimate import check_confidence, normal_quantile
 from agent_factory.frozen import Frozen
 
 VERSION = "2"
@@ -91,8 +91,7 @@ def cluster_mean_difference(
     resid = np.where(f, (y - m1) / n1, -(y - m0) / n0)
     z = np.bincount(member, weights=resid, minlength=g)
     se = math.sqrt(g / (g - 1) * float(z @ z))
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-    half = float(stats.norm.ppf(0.5 + confidence / 2.0)) * se
+    half = normal_quantile(0.5 + confidence / 2.0) * se
     note = "no between-cluster variation: the interval is a single point" if se == 0.0 else None
     return MeanDifference(diff=diff, se=se, low=diff - half, high=diff + half, note=note, **common)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Sequence
 import numpy as np
 from pydantic import Field
 
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence, normal_quantile
 from agent_factory.evaluators.stats.proportions import ProportionTest, finish_test
 from agent_factory.frozen import Frozen
 
@@ -178,8 +178,7 @@ def cluster_proportion_ci(
     common = dict(n=int(t.sum()), method="cluster_ratio_normal", confidence=confidence, n_clusters=ratio.n_clusters)
     if ratio.value is None or ratio.se is None:
         return Estimate(value=ratio.value, low=None, high=None, note=ratio.note, **common)
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-    half = float(stats.norm.ppf(0.5 + confidence / 2.0)) * ratio.se
+    half = normal_quantile(0.5 + confidence / 2.0) * ratio.se
     note = "no between-cluster variation: the interval is a single point" if ratio.se == 0.0 else None
     return Estimate(
         value=ratio.value, low=max(0.0, ratio.value - half), high=min(1.0, ratio.value + half), note=note, **common,

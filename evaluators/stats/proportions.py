@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence, normal_quantile, normal_sf
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -81,11 +81,25 @@ def proportion_ci(
             value=None, low=None, high=None, n=0, method=method, confidence=confidence,
             note="n = 0: no trials, the rate is undefined",
         )
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=_SCIPY_METHOD[method])
-    return Estimate(
-        value=successes / n, low=float(ci.low), high=float(ci.high), n=n, method=method, confidence=confidence,
-    )
+    if method == "wilson":
+        low, high = wilson_interval(successes, n, confidence=confidence)
+    else:
+        from scipy import stats  # scipy.stats takes half a second to import: only for the exact interval
+        ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method=_SCIPY_METHOD[method])
+        low, high = float(ci.low), float(ci.high)
+    return Estimate(value=successes / n, low=low, high=high, n=n, method=method, confidence=confidence)
+
+
+def wilson_interval(successes: int, n: int, *, confidence: float) -> tuple[float, float]:
+    """The two-sided Wilson score interval (Newcombe 1998, no continuity correction), as scipy's
+    `binomtest(...).proportion_ci(method="wilson")` computes it, operation for operation, so the bounds are the
+    same floats (the tests check it over a grid of counts): scipy.stats itself takes half a second to import."""
+    p = successes / n
+    z = normal_quantile(0.5 + 0.5 * confidence)
+    denom = 2 * (n + z**2)
+    center = (2 * n * p + z**2) / denom
+    delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z**2)
+    return (0.0 if successes == 0 else center - delta), (1.0 if successes == n else center + delta)
 
 
 def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> ProportionTest:
@@ -128,9 +142,8 @@ def finish_test(
             p1=p1, p2=p2, diff=diff, se=se, z=None, p_value=None, n1=n1, n2=n2,
             clusters1=clusters1, clusters2=clusters2, method=method, note=note,
         )
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
     z = diff / se
     return ProportionTest(
-        p1=p1, p2=p2, diff=diff, se=se, z=z, p_value=float(2.0 * stats.norm.sf(abs(z))), n1=n1, n2=n2,
+        p1=p1, p2=p2, diff=diff, se=se, z=z, p_value=2.0 * normal_sf(abs(z)), n1=n1, n2=n2,
         clusters1=clusters1, clusters2=clusters2, method=method,
     )

@@ -18,7 +18,7 @@ from numbers import Integral
 import numpy as np
 from pydantic import Field
 
-from agent_factory.evaluators.stats.estimate import Estimate, check_confidence
+from agent_factory.evaluators.stats.estimate import Estimate, check_confidence, normal_quantile
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -138,8 +138,7 @@ def stratified_mean(
         notes.append(f"one sampled unit out of several, variance not estimable: {', '.join(single)}")
         return StratifiedEstimate(value=value, low=None, high=None, note="; ".join(notes), **common)
 
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-    half = float(stats.norm.ppf(0.5 + confidence / 2.0)) * math.sqrt(variance)
+    half = normal_quantile(0.5 + confidence / 2.0) * math.sqrt(variance)
     return StratifiedEstimate(
         value=value, low=value - half, high=value + half, note="; ".join(notes) or None, **common,
     )

@@ -22,6 +22,7 @@ from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store, dumps
 from agent_factory.factory.store import base as store_base
 from agent_factory.factory.store.results import result_row
+from agent_factory.factory.store.units import load_rows
 from agent_factory.factory.suite import load_suite
 from agent_factory.factory.units import group_user_units
 from agent_factory.knowledge_packs import KnowledgePack
@@ -68,6 +69,13 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
         turns = list(st.iter_segmented_turns(segment=None, order="user"))
         events, attrs, horizon_at = st.events(), st.conversation_attributes(), st.horizon()
         injections = injection_pointers(st)
+        groups = analysis_groups(suite.components, names=frozenset(a.name for s in suite.components for a in s.analyses),
+                                 component_of={d.id: c for layer in definitions_by_layer(suite.components, suite.pack).values()
+                                               for c, ds in layer.items() for d in ds},
+                                 admitted={d.id for layer in definitions_by_layer(suite.components, suite.pack).values()
+                                           for ds in layer.values() for d in ds if d.admitted})
+        stored_rows = {s: kernel.freeze(load_rows(st, items=items, all_segments=s), horizon=None).rows
+                       for s, items, _a in groups}
 
     def no_store(*_a: Any, **_k: Any) -> None:
         raise AssertionError("the kernel opened a store")
@@ -102,6 +110,11 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
             admitted={i for i, d in by_id.items() if d.admitted}):
         obs = kernel.observations(batches, items=items, horizon=horizon, all_segments=all_segments)
         assert isinstance(obs.rows, MappingProxyType) and all(isinstance(r, tuple) for r in obs.rows.values())
+        # Row for row as the store gives them, values and facts iterated in the same (item) order.
+        assert {layer: [(r.unit_id, list(r.values.items()), list(r.facts.items())) for r in rs]
+                for layer, rs in obs.rows.items()} == {
+            layer: [(r.unit_id, list(r.values.items()), list(r.facts.items())) for r in rs]
+            for layer, rs in stored_rows[all_segments].items()}
         for r in kernel.analyse(obs, analyses, suite.pack):
             row = result_row(r, run_id="memory", versions=versions)
             rows.append(tuple(row[c] for c in _CONTENT))

@@ -99,3 +99,23 @@ def test_two_proportion_z_with_an_empty_group_is_undefined() -> None:
     t = two_proportion_z(3, 10, 0, 0)
     assert (t.p1, t.p2, t.z) == (0.3, None, None)
     assert math.isclose(proportion_ci(3, 10).value, t.p1)
+
+
+def test_wilson_interval_is_scipys_bit_for_bit() -> None:
+    from agent_factory.evaluators.stats.proportions import wilson_interval
+
+    cases = [(k, n) for n in range(1, 60) for k in range(n + 1)]
+    cases += [(k, n) for n in (997, 4634, 38751) for k in (0, 1, n // 3, n // 2, n - 1, n)]
+    for k, n in cases:
+        for confidence in (0.8, 0.95, 0.99):
+            ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+            assert wilson_interval(k, n, confidence=confidence) == (float(ci.low), float(ci.high)), (k, n, confidence)
+
+
+def test_normal_quantile_and_tail_are_scipy_stats_norm() -> None:
+    from agent_factory.evaluators.stats.estimate import normal_quantile, normal_sf
+
+    for p in (1e-9, 0.025, 0.1, 0.5, 0.9, 0.95, 0.975, 0.995, 1 - 1e-9):
+        assert normal_quantile(p) == float(stats.norm.ppf(p))
+    for z in (-3.0, -0.5, 0.0, 0.7, 1.959963984540054, 4.2, 9.0):
+        assert normal_sf(z) == float(stats.norm.sf(z))
