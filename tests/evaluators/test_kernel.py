@@ -69,11 +69,12 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
         turns = list(st.iter_segmented_turns(segment=None, order="user"))
         events, attrs, horizon_at = st.events(), st.conversation_attributes(), st.horizon()
         injections = injection_pointers(st)
-        groups = analysis_groups(suite.components, names=frozenset(a.name for s in suite.components for a in s.analyses),
-                                 component_of={d.id: c for layer in definitions_by_layer(suite.components, suite.pack).values()
-                                               for c, ds in layer.items() for d in ds},
-                                 admitted={d.id for layer in definitions_by_layer(suite.components, suite.pack).values()
-                                           for ds in layer.values() for d in ds if d.admitted})
+        defs = definitions_by_layer(suite.components, suite.pack)
+        by_id = {d.id: d for layer in defs.values() for ds in layer.values() for d in ds}
+        component_of = {d.id: c for layer in defs.values() for c, ds in layer.items() for d in ds}
+        versions = {a.name: a.content_version for s in suite.components for a in s.analyses}
+        groups = analysis_groups(suite.components, names=frozenset(versions), component_of=component_of,
+                                 admitted={i for i, d in by_id.items() if d.admitted})
         stored_rows = {s: kernel.freeze(load_rows(st, items=items, all_segments=s), horizon=None).rows
                        for s, items, _a in groups}
 
@@ -90,7 +91,6 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
             by_user.setdefault(ev.user_id, []).append(ev)
     units = list(group_user_units(turns, events_by_conv=by_conv, events_by_user=by_user, attributes=attrs,
                                   horizon=horizon_at, window_days=suite.pack.thresholds.window_days))
-    defs = definitions_by_layer(suite.components, suite.pack)
     plan = kernel.CollectPlan(definitions=defs, pack=suite.pack, injections=injections,
                               all_segments=frozenset(s.name for s in suite.components if s.all_segments))
     in_memory = RecordingCollector()
@@ -101,13 +101,8 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
     assert data == stored_data
 
     horizon = horizon_at.timestamp() if horizon_at is not None else None
-    by_id = {d.id: d for layer in defs.values() for ds in layer.values() for d in ds}
-    component_of = {d.id: c for layer in defs.values() for c, ds in layer.items() for d in ds}
-    versions = {a.name: a.content_version for s in suite.components for a in s.analyses}
     rows = []
-    for all_segments, items, analyses in analysis_groups(
-            suite.components, names=frozenset(versions), component_of=component_of,
-            admitted={i for i, d in by_id.items() if d.admitted}):
+    for all_segments, items, analyses in groups:
         obs = kernel.observations(batches, items=items, horizon=horizon, all_segments=all_segments)
         assert isinstance(obs.rows, MappingProxyType) and all(isinstance(r, tuple) for r in obs.rows.values())
         # Row for row as the store gives them, values and facts iterated in the same (item) order.
