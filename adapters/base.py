@@ -7,10 +7,10 @@ item naming the file, the record and the field; the adapter then goes on with th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
@@ -58,6 +58,22 @@ class Adapter(Protocol):
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
         """Stream the file's records as normalized items (one item per record)."""
+        ...
+
+
+LineItems = Callable[[str, Any], Iterator[AdapterItem]]
+"""The items of one parsed JSON line: `(location, value)` -> what `read` yields for that line."""
+
+
+@runtime_checkable
+class LineAdapter(Adapter, Protocol):
+    """An adapter that reads a JSON-lines file one line at a time, carrying nothing from one line to the next:
+    ingest may then parse a large file's lines in worker processes (`factory.ingest_lines`), with the items, their
+    order and every quarantine exactly as `read` gives them."""
+
+    def line_items(self, path: Path) -> LineItems | None:
+        """How one line of `path` is read, if `path` is JSON lines this adapter reads line by line (after
+        `adapters.jsonio.json_line`); None when it is read some other way (`read` is then the only way)."""
         ...
 
 

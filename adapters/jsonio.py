@@ -251,23 +251,27 @@ def iter_json_lines(path: Path) -> Iterator[tuple[str, Any] | Quarantine]:
     source = str(path)
     with open(path, "rb") as f:
         for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            location = f"line {lineno}"
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield Quarantine(
-                    source=source, location=location,
-                    message=f"invalid UTF-8 at byte {e.start} of the line",
-                )
-                continue
-            if lineno == 1 and text.startswith("\ufeff"):
-                text = text[1:]
-            obj = parse_json_text(text, source=source, location=location)
-            if not isinstance(obj, Quarantine) and not _fits(len(text)):
-                obj = limit_record(obj, source=source, location=location)
-            yield obj if isinstance(obj, Quarantine) else (location, obj)
+            item = json_line(raw, lineno=lineno, source=source)
+            if item is not None:
+                yield item
+
+
+def json_line(raw: bytes, *, lineno: int, source: str) -> tuple[str, Any] | Quarantine | None:
+    """Line `lineno` of a JSON-lines file as `("line N", value)`, a `Quarantine` for it, or None when blank
+    (what `iter_json_lines` yields for it; ingest's worker processes read lines with it too)."""
+    if not raw.strip():
+        return None
+    location = f"line {lineno}"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Quarantine(source=source, location=location, message=f"invalid UTF-8 at byte {e.start} of the line")
+    if lineno == 1 and text.startswith("\ufeff"):
+        text = text[1:]
+    obj = parse_json_text(text, source=source, location=location)
+    if not isinstance(obj, Quarantine) and not _fits(len(text)):
+        obj = limit_record(obj, source=source, location=location)
+    return obj if isinstance(obj, Quarantine) else (location, obj)
 
 
 def iter_json_array(

@@ -19,6 +19,7 @@ from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
 from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.errors import SpecError
+from agent_factory.factory.ingest_lines import line_reader, read_lines_in_processes
 from agent_factory.factory.pipeline.executors.process import default_workers
 from agent_factory.factory.store import Store, dumps, event_row
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
@@ -138,7 +139,8 @@ def ingest_file(
     on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None, workers: int = 1,
 ) -> tuple[FileReport, list[Quarantine], list[FieldCut]]:
     """Ingest one file atomically. Returns its report, its quarantined records and the fields cut. `workers`
-    processes settle a large file's staged traces (`FileWriter.assemble_staged`)."""
+    processes parse a large JSON-lines file (`ingest_lines`) and settle a large file's staged traces
+    (`FileWriter.assemble_staged`)."""
     source = str(path)
     try:
         adapter: Adapter = get_adapter(fmt) if fmt else detect(path)
@@ -154,9 +156,13 @@ def ingest_file(
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
     with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
         w = FileWriter(store, source_id=source_id, path=source, pack=pack, workers=workers)
-        for item in _items(adapter, path):
+
+        def take(item: object) -> None:
+            nonlocal read
             read += 1
-            if isinstance(item, Quarantine):
+            if isinstance(item, dict):  # a span's staged row, made by a worker (`ingest_lines`)
+                w.stage_row(item)
+            elif isinstance(item, Quarantine):
                 w.reject(item)
             elif isinstance(item, Conversation):
                 w.conversation(item)
@@ -170,6 +176,13 @@ def ingest_file(
                 w.accepted += 1
             if on_record is not None and read % 1000 == 0:
                 on_record(read)
+
+        per_line = line_reader(adapter, path, workers=workers)
+        if per_line is not None:
+            read_lines_in_processes(path, per_line, workers=workers, source_id=source_id, take=take, cuts=cuts)
+        else:
+            for item in _items(adapter, path):
+                take(item)
         w.assemble_staged()
         w.flush()
         if read == 0:

@@ -171,7 +171,12 @@ class FileWriter:
 
     def stage(self, span: Span) -> None:
         """Stage a span until its trace is complete."""
-        self.staged.add(span_row(span, seq=self.staged_count, source_id=self.source_id))
+        self.stage_row(span_row(span, seq=0, source_id=self.source_id))
+
+    def stage_row(self, row: dict[str, Any]) -> None:
+        """Stage a span given as its row (`span_row` of this file's source), numbered here in arrival order."""
+        row["seq"] = self.staged_count
+        self.staged.add(row)
         self.staged_count += 1
 
     def assemble_staged(self) -> None:

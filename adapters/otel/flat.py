@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
+from agent_factory.adapters.base import AdapterItem, LineItems, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.nested import flatten_tree
@@ -53,9 +53,19 @@ class FlatSpanLinesAdapter:
             if isinstance(item, Quarantine):
                 yield item
             else:
-                location, rec = item
-                if isinstance(rec, dict) and rec.get("child_spans"):
-                    # A flat line that still carries its subtree (TRAIL's shape): read the subtree too.
-                    yield from flatten_tree(rec, source=source, location=location, trace_id=None, top_is_root=False)
-                else:
-                    yield record_span(rec, source=source, location=location)
+                yield from _record_items(*item, source=source)
+
+    def line_items(self, path: Path) -> LineItems | None:
+        """Each line's span (or subtree), for JSON lines (not one JSON array)."""
+        if is_array_file(read_head(path, 4096)):
+            return None
+        source = str(path)
+        return lambda location, rec: _record_items(location, rec, source=source)
+
+
+def _record_items(location: str, rec: object, *, source: str) -> Iterator[AdapterItem]:
+    if isinstance(rec, dict) and rec.get("child_spans"):
+        # A flat line that still carries its subtree (TRAIL's shape): read the subtree too.
+        yield from flatten_tree(rec, source=source, location=location, trace_id=None, top_is_root=False)
+    else:
+        yield record_span(rec, source=source, location=location)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent_factory.adapters.base import AdapterItem, Quarantine, read_head
+from agent_factory.adapters.base import AdapterItem, LineItems, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_lines, limit_record
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.spanbuild import (
@@ -248,12 +248,20 @@ class OtlpJsonAdapter:
         if b'"resourceLogs"' in head and b'"resourceSpans"' not in head:
             yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
             return
-        if not looks_like_json_lines(read_head(path)):
+        per_line = self.line_items(path)
+        if per_line is None:
             yield from document_items(path)
             return
         for item in iter_json_lines(path):
             if isinstance(item, Quarantine):
                 yield item
             else:
-                where, obj = item
-                yield from request_items(obj, source=str(path), where=where)
+                yield from per_line(*item)
+
+    def line_items(self, path: Path) -> LineItems | None:
+        """`request_items` of each line, for OTLP JSON lines (not a single document, nor a logs-only file)."""
+        head = read_head(path)
+        if (b'"resourceLogs"' in head and b'"resourceSpans"' not in head) or not looks_like_json_lines(head):
+            return None
+        source = str(path)
+        return lambda where, obj: request_items(obj, source=source, where=where)

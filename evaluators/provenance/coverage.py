@@ -198,20 +198,20 @@ def field_coverage(
     unit_id: str,
     field: Literal["request", "answer", "input", "output"],
     label: str,
-    attributes: Mapping[str, Any],
+    get: Callable[[str], Any],
     pack: KnowledgePack,
     required: bool,
-    finish_applies: bool,
+    finish_length: bool,
     delivery_truncated: bool = False,
     waived_by: Waiver | None = None,
     source: str | None = None,
     source_unit_id: str | None = None,
 ) -> FieldCoverage:
-    """Coverage of one field; `finish_applies` says whether the unit's finish reason describes this field.
-    `required` is the pack's requirement; `waived_by` lifts it."""
+    """Coverage of one field; `get` reads its unit's attributes (`lookup_in`), `finish_length` says whether the
+    unit's finish reason, which describes this field, is a cut (`_finish_length`). `required` is the pack's
+    requirement; `waived_by` lifts it."""
     state: FieldState = "missing" if text is None else ("empty" if not text.strip() else "present")
     chars = 0 if text is None else len(text)
-    get = lookup_in(attributes)
     declared, declared_by = _declared(get, pack.coverage.length_keys.get(field, ()))
     reasons: list[TruncationReason] = []
     gap: tuple[int, int] | None = None
@@ -226,7 +226,7 @@ def field_coverage(
     if why is not None:
         reasons.append(why)
         gap = gap or _marker_range(text or "", marker or "")
-    if finish_applies and _finish_length(get):
+    if finish_length:
         reasons.append("finish_length")
     if delivery_truncated:
         reasons.append("delivery_truncated")
@@ -264,6 +264,7 @@ def field_coverage(
 def _span_fields(span: Span, pack: KnowledgePack) -> list[FieldCoverage]:
     required = pack.coverage.required_span_fields.get(span.kind, ())
     declared = waivers(span.attributes)
+    get = lookup_in(span.attributes)
     out = []
     for field in ("input", "output"):
         # An errored span's error message is its evidence; a missing output is then expected, not a gap.
@@ -271,7 +272,7 @@ def _span_fields(span: Span, pack: KnowledgePack) -> list[FieldCoverage]:
         out.append(
             field_coverage(
                 getattr(span, field), unit_id=span.id, field=field, label=f"spans.{span.id}.{field}",
-                attributes=span.attributes, pack=pack, required=needed, finish_applies=field == "output",
+                get=get, pack=pack, required=needed, finish_length=field == "output" and _finish_length(get),
                 waived_by="adapter" if field in declared else None,
             )
         )
@@ -292,15 +293,16 @@ def coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
     answer_waiver: Waiver | None = (
         "adapter" if "answer" in declared else "delivery" if turn.delivery in NO_ANSWER_EXPECTED else None
     )
+    get = lookup_in(turn.attributes)
     fields = [
         field_coverage(
-            turn.request, unit_id=turn.id, field="request", label="request", attributes=turn.attributes,
-            pack=pack, required="request" in required, finish_applies=False,
+            turn.request, unit_id=turn.id, field="request", label="request", get=get,
+            pack=pack, required="request" in required, finish_length=False,
             waived_by="adapter" if "request" in declared else None, source=req_source, source_unit_id=req_span,
         ),
         field_coverage(
-            turn.answer, unit_id=turn.id, field="answer", label="answer", attributes=turn.attributes,
-            pack=pack, required="answer" in required, finish_applies=True,
+            turn.answer, unit_id=turn.id, field="answer", label="answer", get=get,
+            pack=pack, required="answer" in required, finish_length=_finish_length(get),
             delivery_truncated=turn.delivery == "failed_truncated", waived_by=answer_waiver,
             source=ans_source, source_unit_id=ans_span,
         ),
@@ -308,4 +310,5 @@ def coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
     for span in turn.spans:
         fields += _span_fields(span, pack)
     incomplete = tuple(f.label for f in fields if not f.complete)
-    return Coverage(turn_id=turn.id, fields=tuple(fields), complete=not incomplete, incomplete=incomplete)
+    return Coverage(turn_id=turn.id, fields=tuple(fields), complete=not incomplete,
+                    incomplete=incomplete)

@@ -199,3 +199,49 @@ def test_workers_store_what_one_process_stores(tmp_path: Path, monkeypatch: pyte
     assert len(one["turns"]) > 20 and len(chunks_sunk) > 5  # the workers settled them, many chunks each time
     for table in one:
         assert one[table] == two[table], table
+
+
+def test_lines_parsed_by_workers_store_what_one_process_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    # JSON lines parsed by worker processes, a few lines per chunk (OTLP lines from the simulator, flat span lines
+    # with a BOM, blank lines, broken JSON, bad UTF-8 and a field over the limit): the same rows in the same order,
+    # the same report, cut fields included.
+    from agent_factory.adapters.jsonio import FieldLimits
+    from agent_factory.factory import ingest_lines
+    from agent_factory.factory.simulate import SimConfig, simulate
+    from tests.factory.test_bad_input import GOOD_SPANS, TC, span
+
+    simulate(SimConfig(users=6, seed=3), tmp_path / "sim")
+    flat = tmp_path / "sim" / "zz-flat.jsonl"
+    long_output = {"openinference.span.kind": "LLM", "output.value": "x" * 5000}
+    flat.write_bytes(b"\xef\xbb\xbf" + "\n".join([
+        *GOOD_SPANS, "", span(TC, "5" * 16, attributes=long_output), '{"spanId": "7", "traceId": ', "   ",
+    ]).encode() + b"\n\xff\xfe not utf-8\n" + span(TC, "6" * 16, "5" * 16).encode() + b"\n")
+    monkeypatch.setattr(ingest_lines, "MIN_BYTES_FOR_WORKERS", 0)
+    monkeypatch.setattr(ingest_lines, "CHUNK_BYTES", 3000)
+    chunks: list[int] = []  # lines per chunk the workers read
+    real_chunks = ingest_lines._chunks
+
+    def spy(path: Path, failed: list[OSError]):  # type: ignore[no-untyped-def]
+        for c, n in real_chunks(path, failed):
+            chunks.append(n)
+            yield c, n
+
+    monkeypatch.setattr(ingest_lines, "_chunks", spy)
+    pack = load_pack("business_analysis")
+    stores, reports = [], []
+    for workers in (1, 2):
+        path = tmp_path / f"w{workers}.duckdb"
+        with Store(path) as st:
+            reports.append(ingest_paths(st, [tmp_path / "sim"], pack=pack, workers=workers,
+                                        limits=FieldLimits(max_field_chars=2048)).model_dump())
+        stores.append(_rows_in_order(path))
+        assert bool(chunks) == (workers == 2)
+    assert reports[0] == reports[1]
+    assert reports[0]["quarantined"] == 2 and len(reports[0]["truncated"]) >= 1
+    assert {q["location"] for q in reports[0]["errors"]} == {"line 6", "line 8"}
+    assert len(chunks) > 10  # the simulator's file alone was cut into many chunks
+    one, two = stores
+    assert len(one["turns"]) > 20
+    for table in one:
+        assert one[table] == two[table], table
