@@ -16,7 +16,7 @@ from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
 from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
-from agent_factory.evaluators.provenance import provenance_record
+from agent_factory.evaluators.provenance import provenance_record, record_json
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
 from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork, whole_groups
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
@@ -52,7 +52,7 @@ def turn_rows(turn: Turn, *, pack: KnowledgePack, source_id: str, last: bool | N
     turn = classify_ending(turn, pack, last=last)
     rec = provenance_record(turn, pack)
     provenance = {
-        "turn_id": turn.id, "segment": rec.segment.segment, "record": rec.model_dump_json(),
+        "turn_id": turn.id, "segment": rec.segment.segment, "record": record_json(rec),
         "complete": rec.coverage.complete, "injections": len(rec.injections), "source_id": source_id,
     }
     return (turn_row(turn, segment=rec.segment.segment, source_id=source_id), provenance,

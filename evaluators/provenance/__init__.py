@@ -13,6 +13,7 @@ from agent_factory.evaluators.provenance.record import (
     ProvenanceRecord,
     attach_record,
     provenance_record,
+    record_json,
     stored_json,
     stored_record,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "coverage",
     "find_injections",
     "provenance_record",
+    "record_json",
     "scan_turn",
     "segment_turn",
 ]

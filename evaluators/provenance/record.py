@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from agent_factory.adapters.jsonio import loads
@@ -79,6 +80,17 @@ def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
         attacked=bool(flags),
         usable=not seg.excluded and not flags,
     )
+
+
+def record_json(rec: ProvenanceRecord) -> str:
+    """The record as ingest stores it: JSON without the fields that hold their default (most of a field's
+    coverage is None or empty), which reading it back (`stored_record`, `model_validate`) fills in again; the
+    record's own `version`, which names the logic that made every part of it, is always written.
+
+    The records are the store's largest column (3.7 kB a turn in full, 2.2 kB so) and every run reads them."""
+    out = rec.model_dump(mode="json", exclude_defaults=True)
+    out["version"] = rec.version
+    return orjson.dumps(out).decode()
 
 
 INPUTS = ("id", "user_id", "request", "answer", "delivery", "attributes", "spans")

@@ -8,9 +8,17 @@ from pathlib import Path
 
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.components.provenance import DEFINITIONS
-from agent_factory.evaluators.components.provenance.definitions import EVIDENCE_COMPLETE, INJECTION_FLAGGED
+from agent_factory.evaluators.components.provenance import rules as provenance_rules
+from agent_factory.evaluators.components.provenance.definitions import EVIDENCE_COMPLETE, FIELD_ITEMS, INJECTION_FLAGGED
 from agent_factory.evaluators.core.registry import RuleContext, get_rule
-from agent_factory.evaluators.provenance import InjectionFlag, attach_record, provenance_record, stored_record
+from agent_factory.evaluators.provenance import (
+    InjectionFlag,
+    ProvenanceRecord,
+    attach_record,
+    provenance_record,
+    record_json,
+    stored_record,
+)
 from agent_factory.factory.ingest import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
@@ -103,3 +111,30 @@ def test_turns_read_from_the_store_carry_what_ingest_stored(tmp_path: Path) -> N
         for item in (INJECTION_FLAGGED, EVIDENCE_COMPLETE):
             assert _ask(item, t, DEFAULT) == _ask(item, bare, DEFAULT)
     assert sum(_ask(INJECTION_FLAGGED, t, DEFAULT)[0] == "yes" for t in turns) == 1
+
+
+def test_the_stored_json_leaves_defaults_out_and_reads_back_the_same() -> None:
+    # What ingest stores (`record_json`): no field at its default, the record's version always; read back it is
+    # the record, and the rules answer from it what they answer from the full JSON. The record is planted (a
+    # flag on clean text, a request it says went missing) so the answers show that the rules read it: a record
+    # they could not read would be computed afresh from the text.
+    turn = _turn(answer="Revenue grew ... [truncated]", attributes={"user.account_type": "internal"})
+    full = json.loads(_planted(turn))
+    request = full["coverage"]["fields"][0]
+    assert request["label"] == "request" and request["complete"] and request["reasons"] == []
+    request.update(state="missing", chars=0, complete=False,
+                   pointer={"unit_id": turn.id, "field": "request", "start": 0, "end": 0})
+    full["coverage"].update(complete=False, incomplete=["request", *full["coverage"]["incomplete"]])
+    rec = ProvenanceRecord.model_validate(full)
+    compact = record_json(rec)
+    stored = json.loads(compact)
+    assert stored["version"] == rec.version and len(compact) < 0.85 * len(rec.model_dump_json())
+    assert "reasons" not in stored["coverage"]["fields"][0] and "marker" not in stored["coverage"]["fields"][0]
+    assert ProvenanceRecord.model_validate_json(compact) == rec
+    # the rules' reading of the JSON takes the compact record as it is (not through the models)
+    assert provenance_rules._from_json(stored) == provenance_rules._from_json(full)
+    answers = {}
+    for item in DEFS:
+        answers[item] = _ask(item, attach_record(_turn(**turn.model_dump()), json.dumps(full)), DEFAULT)
+        assert _ask(item, attach_record(_turn(**turn.model_dump()), compact), DEFAULT) == answers[item], item
+    assert answers[INJECTION_FLAGGED][0] == "yes" and answers[FIELD_ITEMS["request"]][0] == "no"

@@ -94,13 +94,14 @@ class _Read(NamedTuple):
 
 def _from_json(rec: dict[str, Any]) -> _Read:
     """The parts of a stored record (its JSON) the rules read; no model is built but the evidence pointers.
-    Raises KeyError / TypeError on a record of another shape."""
+    A field at its default may be left out (`record_json`): `reasons`, `injections`, `rule` and `evidence` are
+    read with the models' defaults. Raises KeyError / TypeError on a record of another shape."""
     seg = rec["segment"]
     return _Read(
-        tuple(_Field(f["label"], f["field"], f["unit_id"], f["chars"], f["complete"], tuple(f["reasons"]),
+        tuple(_Field(f["label"], f["field"], f["unit_id"], f["chars"], f["complete"], tuple(f.get("reasons", ())),
                      f["state"]) for f in rec["coverage"]["fields"]),
-        tuple((f["pattern_id"], EvidencePointer(**f["pointer"])) for f in rec["injections"]),
-        seg["segment"], seg["rule"], tuple(EvidencePointer(**e["pointer"]) for e in seg["evidence"]),
+        tuple((f["pattern_id"], EvidencePointer(**f["pointer"])) for f in rec.get("injections", ())),
+        seg["segment"], seg.get("rule"), tuple(EvidencePointer(**e["pointer"]) for e in seg.get("evidence", ())),
     )
 
 
