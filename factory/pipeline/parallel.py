@@ -1,7 +1,7 @@
 """A rules-only run's collection by forked worker processes (`executors.process.ProcessExecutor`), and the
 counts a run keeps of what it collected, which every worker keeps of its chunks and this process adds up.
 
-This process reads whole users' stored rows (`Store.iter_turn_rows`) and writes what comes back: each chunk's
+This process reads whole users' stored rows as Arrow (`store.turn_tables`) and writes what comes back: each chunk's
 `atomic_data` table (made in the worker by `data_table`, as the one-process path makes it at a flush), its unit
 rows and its counts. The worker builds the units from the rows (`UnitContext.user_units`) and runs the kernel
 (`kernel.collect`) with the collector it inherited at the fork, so the data are those one process writes.
@@ -10,7 +10,7 @@ rows and its counts. The worker builds the units from the rows (`UnitContext.use
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +20,11 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect.reasons import CascadeCounters, reason_category, retry_later
 from agent_factory.evaluators.core.columns import DataColumns
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor, whole_groups
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, data_table
-from agent_factory.factory.store.rows import TurnRows, turns_from_rows
+from agent_factory.factory.store.rows import turns_from_rows
+from agent_factory.factory.store.turn_tables import TurnChunk, chunk_rows, iter_turn_chunks
 from agent_factory.factory.store.units import unit_row
 from agent_factory.factory.units import UnitContext
 
@@ -32,22 +33,6 @@ MIN_USERS_FOR_WORKERS = 200
 forking and shipping rows cost more than a small run's rules."""
 CHUNK_TURNS = 400
 """Turns of whole users per chunk a worker collects: enough chunks to keep every worker busy to the end."""
-
-Chunk = list[TurnRows]
-"""The stored rows of whole users (one user's turns together, never split across chunks)."""
-
-
-def user_key_of(row: dict[str, Any]) -> str:
-    """A stored turn's user key (`factory.units.user_key`): the user id, else the conversation id."""
-    return str(row["user_id"] if row["user_id"] is not None else row["conversation_id"])
-
-
-def user_chunks(batches: Iterable[list[TurnRows]], *, turns: int) -> Iterator[tuple[Chunk, int]]:
-    """Batches of rows in user order re-cut into chunks of at least `turns` turns (a user is never split), each
-    with its number of users."""
-    for users in whole_groups(batches, key=lambda tr: user_key_of(tr[0]), size=turns):
-        yield [tr for user in users for tr in user], len(users)
-
 
 @dataclass
 class Tally:
@@ -101,11 +86,11 @@ def collect_in_workers(
     units go to `data` and `units` (flushed at the end), its counts to `acc` and to `collector` (which must have
     `take_counts` and `absorb`, as a rules-only `Cascade` does)."""
 
-    def work(chunk: Chunk) -> _ChunkDone:
+    def work(chunk: TurnChunk) -> _ChunkDone:
         collector.take_counts()  # what this process had counted when it was forked
         done = _ChunkDone(data=pa.table({}), units=[], tally=Tally(), counts=None)
         cols = DataColumns()
-        for b in kernel.collect(context.user_units(turns_from_rows(chunk)), plan, collector):
+        for b in kernel.collect(context.user_units(turns_from_rows(chunk_rows(chunk))), plan, collector):
             tally(done.tally, b)
             cols.extend(b.columns)
             done.units.extend(unit_row(u, run_id=run_id) for u in b.units)
@@ -121,8 +106,7 @@ def collect_in_workers(
         for row in done.units:
             units.add(row)
 
-    rows = store.iter_turn_rows(segment=None, order="user", users=users)
-    executor: ProcessExecutor[Chunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=progress)
-    executor.run(user_chunks(rows, turns=CHUNK_TURNS), work=work, sink=sink)
+    executor: ProcessExecutor[TurnChunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=progress)
+    executor.run(iter_turn_chunks(store, users=users, turns=CHUNK_TURNS), work=work, sink=sink)
     data.flush()
     units.flush()

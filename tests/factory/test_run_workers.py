@@ -113,22 +113,36 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
         assert runner(model, 2)._workers(plan) == 1  # model answers are cached and budgeted in one process
 
 
-@pytest.mark.parametrize("turns", [1, 3, 50])
-def test_chunks_hold_whole_users(turns: int) -> None:
-    from agent_factory.factory.pipeline.parallel import user_chunks
+@pytest.mark.parametrize(("batch", "turns"), [(3, 1), (3, 2), (4, 50), (2000, 3)])
+def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int, turns: int) -> None:
+    # The workers' chunks (`iter_turn_chunks`, Arrow made rows in the worker) hold whole users, and their rows
+    # are those `iter_turn_rows` reads, in its order, with its values: a user longer than a read, a turn without
+    # a user, a subset of users.
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.store.turn_tables import chunk_rows, iter_turn_chunks
+    from agent_factory.knowledge_packs import load_pack
 
-    users = [("u1", 3), (None, 1), ("u2", 5), ("u3", 1), ("u4", 2)]
-    rows = [({"user_id": u, "conversation_id": f"c-{u}-{k}"}, []) for u, n in users for k in range(n)]
-    chunks = list(user_chunks([rows[:4], rows[4:]], turns=turns))
-    flat = [tr for chunk, _ in chunks for tr in chunk]
-    assert flat == rows
-    keys = [[r["user_id"] or r["conversation_id"] for r, _ in chunk] for chunk, _ in chunks]
-    assert sum(n for _, n in chunks) == len({k for ks in keys for k in ks}) == 5
-    seen: set[str] = set()
-    for ks in keys:
-        assert not seen & set(ks)  # a user is in one chunk only
-        seen |= set(ks)
-    assert all(len(chunk) >= turns for chunk, _ in chunks[:-1])
+    src = tmp_path / "chat.jsonl"
+    convs = [("u1", 2), ("u2", 1), (None, 2), ("u1", 3), ("u3", 6), ("u4", 1)]
+    with open(src, "w", encoding="utf-8") as f:
+        for c, (user, n) in enumerate(convs):
+            messages = [m for k in range(n) for m in ({"role": "user", "content": f"q{c}.{k}"},
+                                                     {"role": "assistant", "content": f"a{c}.{k}"})]
+            f.write(json.dumps({"id": f"c{c}", "messages": messages, **({"user_id": user} if user else {})}) + "\n")
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [src], pack=load_pack("default"))
+        for users in (None, {"u1", "c2", "u3"}):
+            expected = [tr for rows in st.iter_turn_rows(segment=None, order="user", users=users) for tr in rows]
+            chunks = list(iter_turn_chunks(st, users=users, batch=batch, turns=turns))
+            got = [chunk_rows(c) for c, _ in chunks]
+            assert [tr for rows in got for tr in rows] == expected
+            assert len(expected) == (15 if users is None else 13)
+            keys = [[r["user_id"] or r["conversation_id"] for r, _ in rows] for rows in got]
+            assert [n for _, n in chunks] == [len(set(k)) for k in keys]
+            assert sum(n for _, n in chunks) == len({k for ks in keys for k in ks})  # a user is in one chunk only
+            if batch >= len(expected):  # one read: only the last chunk may hold fewer turns
+                assert all(len(rows) >= turns for rows in got[:-1]) and len(got) > 1
 
 
 def test_tables_queued_together_keep_the_last_datum_of_a_key(tmp_path: Path) -> None:
