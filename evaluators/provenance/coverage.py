@@ -310,5 +310,4 @@ def coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
     for span in turn.spans:
         fields += _span_fields(span, pack)
     incomplete = tuple(f.label for f in fields if not f.complete)
-    return Coverage(turn_id=turn.id, fields=tuple(fields), complete=not incomplete,
-                    incomplete=incomplete)
+    return Coverage(turn_id=turn.id, fields=tuple(fields), complete=not incomplete, incomplete=incomplete)
