@@ -34,6 +34,11 @@ from agent_factory.factory.store.schema import (
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
+USER_KEY = "coalesce(t.user_id, t.conversation_id)"
+"""A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""
+USER_ORDER = f"{USER_KEY}, t.start_time, t.conversation_id, t.idx, t.id"
+"""The order of `iter_turn_rows(order="user")`: one user's turns together, in time order."""
+
 
 def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """Open the DuckDB file; a `StoreError` in one line when another process holds it or it is no store."""
@@ -230,13 +235,10 @@ class Store:
             conds.append("t.segment = ?")
             params.append(segment)
         if users is not None:
-            conds.append("coalesce(t.user_id, t.conversation_id) IN (SELECT unnest(?))")
+            conds.append(f"{USER_KEY} IN (SELECT unnest(?))")
             params.append(sorted(users))
         where = f"WHERE {' AND '.join(conds)}" if conds else ""
-        order_by = (
-            "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation"
-            else "coalesce(t.user_id, t.conversation_id), t.start_time, t.conversation_id, t.idx, t.id"
-        )
+        order_by = "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation" else USER_ORDER
         # The order is sorted over the ids alone and the rows are read a batch at a time: a sort carrying the
         # turns' texts and provenance records held DuckDB's whole memory at 10x the default simulation.
         order_cur = self.con.cursor()  # its own: the caller may write on the main connection meanwhile

@@ -16,16 +16,13 @@ from collections.abc import Collection, Iterator
 import numpy as np
 import pyarrow as pa
 
-from agent_factory.factory.store.base import Store
+from agent_factory.factory.pipeline.executors.process import whole_groups
+from agent_factory.factory.store.base import USER_KEY, USER_ORDER, Store
 from agent_factory.factory.store.rows import TurnRows
 
 TurnChunk = tuple[pa.Buffer, pa.Buffer]
 """Whole users' turns as IPC streams: their `turns` rows (with `provenance_record`) in user order, then their
 spans' rows in that turn order, then `seq`."""
-
-USER_ORDER = "coalesce(t.user_id, t.conversation_id), t.start_time, t.conversation_id, t.idx, t.id"
-"""`Store.iter_turn_rows(order="user")`'s order."""
-
 
 def iter_turn_chunks(store: Store, *, users: Collection[str] | None = None, batch: int = 2000,
                      turns: int = 400) -> Iterator[tuple[TurnChunk, int]]:
@@ -34,10 +31,9 @@ def iter_turn_chunks(store: Store, *, users: Collection[str] | None = None, batc
     `batch` turns at a time, a batch never ending inside a user."""
     where, params = "", []
     if users is not None:
-        where, params = "WHERE coalesce(t.user_id, t.conversation_id) IN (SELECT unnest(?))", [sorted(users)]
+        where, params = f"WHERE {USER_KEY} IN (SELECT unnest(?))", [sorted(users)]
     order = store.con.cursor()  # its own: the caller writes on the main connection meanwhile
-    order.execute(f"SELECT t.id, coalesce(t.user_id, t.conversation_id) FROM turns t {where} ORDER BY {USER_ORDER}",
-                  params)
+    order.execute(f"SELECT t.id, {USER_KEY} FROM turns t {where} ORDER BY {USER_ORDER}", params)
     pending: list[tuple[str, str]] = []
     while True:
         fetched = order.fetchmany(batch)
@@ -75,17 +71,11 @@ def _chunks(store: Store, taken: list[tuple[str, str]], *, turns: int) -> Iterat
         raise RuntimeError(f"turns read {turn_t.num_rows} rows for {len(taken)} ids (a turn id stored twice?)")
     at = span_t["batch_k"].to_numpy()
     span_t = span_t.drop_columns(["batch_k"])
-    keys = [u for _, u in taken]
-    start, n_users = 0, 1
-    for i in range(1, len(keys) + 1):
-        if i < len(keys) and keys[i] == keys[i - 1]:
-            continue
-        if i < len(keys) and i - start < turns:
-            n_users += 1
-            continue
-        lo, hi = np.searchsorted(at, [start, i])
-        yield (_ipc(turn_t.slice(start, i - start)), _ipc(span_t.slice(int(lo), int(hi - lo)))), n_users
-        start, n_users = i, 1
+    # Positions in the read, cut into whole users as a one-process run would cut rows (`whole_groups`).
+    for users in whole_groups([list(range(len(taken)))], key=lambda k: taken[k][1], size=turns):
+        start, end = users[0][0], users[-1][-1] + 1
+        lo, hi = np.searchsorted(at, [start, end])
+        yield (_ipc(turn_t.slice(start, end - start)), _ipc(span_t.slice(int(lo), int(hi - lo)))), len(users)
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:
