@@ -42,13 +42,8 @@ with Store(store) as st:
     rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full, workers=workers).run()
     dt = time.perf_counter() - t0
 process = time.perf_counter() - start
-parse = float("inf")
-for _ in range(3):  # the floor: the fastest of three passes (one pass moved by a tenth from run to run)
-    p0 = time.perf_counter()
-    with open(src, "rb") as f:
-        for line in f:
-            json.loads(line)
-    parse = min(parse, time.perf_counter() - p0)
+from bench.common import parse_seconds  # the child runs in the repository's root
+parse = parse_seconds(src)
 print(json.dumps({"seconds": dt, "process_seconds": process, "parse_only_seconds": parse, "units": rep.units,
                   "trigger": rep.plan["trigger"], "items": rep.items,
                   "model_calls": rep.model_calls,
