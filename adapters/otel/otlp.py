@@ -228,6 +228,11 @@ def looks_like_json_lines(head: bytes) -> bool:
     return False
 
 
+def _logs_only(head: bytes) -> bool:
+    """An OTLP logs export with no spans (turned away with one quarantine, `LOGS_REJECTED`)."""
+    return b'"resourceLogs"' in head and b'"resourceSpans"' not in head
+
+
 class OtlpJsonAdapter:
     """OTLP/JSON trace exports (`{"resourceSpans": [...]}`), as one document or as JSON lines."""
 
@@ -244,8 +249,7 @@ class OtlpJsonAdapter:
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
         """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only file as one quarantine."""
-        head = read_head(path)
-        if b'"resourceLogs"' in head and b'"resourceSpans"' not in head:
+        if _logs_only(read_head(path)):
             yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
             return
         per_line = self.line_items(path)
@@ -261,7 +265,7 @@ class OtlpJsonAdapter:
     def line_items(self, path: Path) -> LineItems | None:
         """`request_items` of each line, for OTLP JSON lines (not a single document, nor a logs-only file)."""
         head = read_head(path)
-        if (b'"resourceLogs"' in head and b'"resourceSpans"' not in head) or not looks_like_json_lines(head):
+        if _logs_only(head) or not looks_like_json_lines(head):
             return None
         source = str(path)
         return lambda where, obj: request_items(obj, source=source, where=where)
