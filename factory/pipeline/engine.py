@@ -19,12 +19,14 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import networkx as nx
+import pyarrow as pa
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators import kernel
-from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer, Result
+from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
 from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.factory.pipeline.analyses import analyse_group
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
 from agent_factory.factory.pipeline.executors.process import can_fork, default_workers
@@ -36,7 +38,7 @@ from agent_factory.factory.pipeline.report import RunReport
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
 from agent_factory.factory.store.pipeline import current_sources, save_state
-from agent_factory.factory.store.results import merge_results, population_metrics, result_row
+from agent_factory.factory.store.results import merge_results, population_metrics, result_table
 from agent_factory.factory.store.runs import record_run
 from agent_factory.factory.store.units import drop_users, load_rows, unit_row
 from agent_factory.factory.units import iter_user_units, unit_context
@@ -262,23 +264,33 @@ class Runner:
 
     # ---- analyse and merge -------------------------------------------------------------------------
 
-    def analyse(self, names: frozenset[str]) -> tuple[list[Result], set[str]]:
-        """Rerun the analyses `names` over the stored data of the components they read."""
-        results: list[Result] = []
+    def analyse(self, names: frozenset[str]) -> tuple[list[pa.Table], set[str]]:
+        """Rerun the analyses `names` over the stored data of the components they read: their results as
+        `results` rows, one table per analysis, and the analyses that ran."""
+        versions = {a.name: a.content_version for s in self.specs for a in s.analyses}
+        workers = self._analysis_workers()
+        tables: list[pa.Table] = []
         ran: set[str] = set()
         for all_segments, items, analyses in analysis_groups(self.specs, names=names, admitted=self.admitted,
                                                              component_of=self.component_of):
             obs = kernel.freeze(load_rows(self.store, items=items, all_segments=all_segments), horizon=self.horizon)
-            results.extend(kernel.analyse(obs, analyses, self.pack))
+            tables.extend(analyse_group(
+                obs, analyses, self.pack, workers=workers,
+                to_table=lambda results: result_table(results, run_id=self.run_id, versions=versions)))
             del obs  # one group's rows in memory at a time: the next group's load would otherwise sit beside it
             ran.update(a.name for a in analyses)
-        return results, ran
+        return tables, ran
 
-    def merge(self, results: list[Result], ran: set[str]) -> dict[str, int]:
+    def _analysis_workers(self) -> int:
+        """Processes for the analyses: those of the collection's rules-only runs (analyses never call a model, but
+        a run that did has the model client's threads, which a fork would copy mid-flight)."""
+        if not (getattr(self.collector, "rules_only", False) and can_fork()):
+            return 1
+        return self.workers if self.workers is not None else default_workers()
+
+    def merge(self, tables: list[pa.Table], ran: set[str]) -> dict[str, int]:
         """Merge the rerun analyses' results into the store (unchanged rows stay as they were)."""
-        versions = {a.name: a.content_version for s in self.specs for a in s.analyses}
-        rows = [result_row(r, run_id=self.run_id, versions=versions) for r in results]
-        return merge_results(self.store, rows, analyses=ran,
+        return merge_results(self.store, tables, analyses=ran,
                              keep_analyses={a.name for s in self.specs for a in s.analyses})
 
     def save(self, plan: Plan) -> None:
@@ -353,8 +365,8 @@ class Runner:
             self.batch.fresh = self.unit_batch.fresh = plan.users is None or not d.items
             if plan.users is None or plan.users or d.items:
                 self.execute_plan(plan)
-            results, ran = self.analyse(d.analyses)
-            merged = self.merge(results, ran)
+            tables, ran = self.analyse(d.analyses)
+            merged = self.merge(tables, ran)
         self.save(plan)
         report = self.report(plan, seconds=round(time.perf_counter() - self.started, 3), before=before, merged=merged)
         record_run(self.store, run_id=self.run_id, started=started, finished=datetime.now(UTC),

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from agent_factory.evaluators.core import Result
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.rows import arrow_rows, dumps
@@ -26,14 +28,19 @@ def result_row(r: Result, *, run_id: str, versions: Mapping[str, str]) -> dict[s
     }
 
 
-def merge_results(store: Store, rows: Sequence[dict[str, Any]], *, analyses: Collection[str],
+def result_table(results: Sequence[Result], *, run_id: str, versions: Mapping[str, str]) -> pa.Table:
+    """Results as `results` rows (`result_row`), in one Arrow table of the table's schema."""
+    return arrow_rows("results", [result_row(r, run_id=run_id, versions=versions) for r in results])
+
+
+def merge_results(store: Store, tables: Sequence[pa.Table], *, analyses: Collection[str],
                   keep_analyses: Collection[str]) -> dict[str, int]:
-    """Replace the results of `analyses` by `rows`, leaving every row whose content is unchanged as it is
-    (with the run id that first produced it), and drop results of analyses no longer in the suite
-    (`keep_analyses`: every analysis of the suite). Counts: added, removed, and unchanged (every stored
+    """Replace the results of `analyses` by the rows of `tables` (`result_table`), leaving every row whose content
+    is unchanged as it is (with the run id that first produced it), and drop results of analyses no longer in
+    the suite (`keep_analyses`: every analysis of the suite). Counts: added, removed, and unchanged (every stored
     result this merge left as it was, whether its analysis reran or not)."""
     con = store.con
-    fresh = arrow_rows("results", list(rows))  # noqa: F841 - scanned by name below
+    fresh = pa.concat_tables(tables) if tables else arrow_rows("results", [])  # noqa: F841 - scanned by name below
     same = " AND ".join(f"r.{c} IS NOT DISTINCT FROM f.{c}" for c in _RESULT_CONTENT)
     names = sorted(analyses)
     with store.transaction():

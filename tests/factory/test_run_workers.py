@@ -166,3 +166,54 @@ def test_tables_queued_together_keep_the_last_datum_of_a_key(tmp_path: Path) -> 
         batch.flush()
         rows = st.con.execute("SELECT unit_id, value FROM atomic_data ORDER BY unit_id").fetchall()
     assert rows == [("t1", "yes"), ("t2", "no"), ("t3", "no")]
+
+
+@pytest.mark.parametrize(("fixture", "pack"), [("sim_store", "business_analysis"), ("tau_store", "airline")])
+def test_analyses_in_workers_give_what_one_process_gives(request: pytest.FixtureRequest, fixture: str, pack: str,
+                                                         tmp_path: Path) -> None:
+    # Every group's analyses, forked over two workers (`analyse_group` with no row threshold), give the tables
+    # this process gives, in the analyses' order, and so the results a run stores.
+    import pyarrow as pa
+
+    from agent_factory.evaluators import kernel
+    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+    from agent_factory.factory.pipeline.analyses import analyse_group
+    from agent_factory.factory.pipeline.engine import Runner, analysis_groups
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.store.results import result_table
+    from agent_factory.factory.store.units import load_rows
+    from agent_factory.factory.suite import load_suite
+
+    got = request.getfixturevalue(fixture)
+    store = tmp_path / "store.duckdb"
+    shutil.copyfile(got[0] if isinstance(got, tuple) else got, store)
+    with Store(store) as st:
+        suite = load_suite(None, pack=pack, store=st)
+        cfg = ModelConfig()
+        r = Runner(st, pack=suite.pack, collector=Cascade(cfg, cache=DatumCache(None), budget=Budget(cfg.budget)),
+                   specs=suite.components)
+        assert r._analysis_workers() > 1 or r.workers is None
+        names = frozenset(a.name for s in suite.components for a in s.analyses)
+        groups = analysis_groups(suite.components, names=names, admitted=r.admitted, component_of=r.component_of)
+        stored = st.con.execute("SELECT count(*) FROM results").fetchone()[0]
+        total = several = 0
+        for all_segments, items, analyses in groups:
+            obs = kernel.freeze(load_rows(st, items=items, all_segments=all_segments), horizon=r.horizon)
+
+            made_here: list[str] = []  # a table made in a worker is not listed in this process
+
+            def to_table(results: list) -> pa.Table:
+                made_here.append("table")
+                return result_table(results, run_id="r", versions={})
+
+            here = analyse_group(obs, analyses, suite.pack, to_table=to_table, workers=1)
+            assert len(made_here) == len(analyses)
+            forked = analyse_group(obs, analyses, suite.pack, to_table=to_table, workers=2, min_rows=0)
+            assert len(made_here) == len(analyses) * (2 if len(analyses) == 1 else 1)  # one analysis: no fork
+            assert len(here) == len(forked) == len(analyses)
+            several += len(analyses) > 1
+            assert [t.to_pylist() for t in forked] == [t.to_pylist() for t in here]
+            assert [t["analysis"][0].as_py() for t in here if t.num_rows] == [
+                a.name for a, t in zip(analyses, here, strict=True) if t.num_rows]
+            total += sum(t.num_rows for t in here)
+    assert total == stored > 0 and several > 0
