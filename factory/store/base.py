@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
+import numpy as np
 
 from agent_factory.adapters.model import OutcomeEvent, Turn
 from agent_factory.errors import StoreError
-from agent_factory.factory.store.rows import TurnRows, event_from_row, fetch_dicts, turns_from_rows
+from agent_factory.factory.store.buckets import turn_buckets
+from agent_factory.factory.store.rows import TurnRows, bucket_rows, event_from_row, fetch_dicts, turns_from_rows
 from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
     DEFAULT_STORE,
@@ -34,10 +36,6 @@ from agent_factory.factory.store.schema import (
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
 
-USER_KEY = "coalesce(t.user_id, t.conversation_id)"
-"""A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""
-USER_ORDER = f"{USER_KEY}, t.start_time, t.conversation_id, t.idx, t.id"
-"""The order of `iter_turn_rows(order="user")`: one user's turns together, in time order."""
 
 
 def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -228,33 +226,13 @@ class Store:
         batch: int = 2000, users: Collection[str] | None = None,
     ) -> Iterator[list[TurnRows]]:
         """`iter_segmented_turns` as the stored rows, `batch` turns at a time, before any turn is built
-        (`turns_from_rows` builds them): plain values, cheap to ship to another process."""
-        conds: list[str] = []
-        params: list[Any] = []
-        if segment is not None:
-            conds.append("t.segment = ?")
-            params.append(segment)
-        if users is not None:
-            conds.append(f"{USER_KEY} IN (SELECT unnest(?))")
-            params.append(sorted(users))
-        where = f"WHERE {' AND '.join(conds)}" if conds else ""
-        order_by = "t.conversation_id, t.idx, t.start_time, t.id" if order == "conversation" else USER_ORDER
-        # The order is sorted over the ids alone and the rows are read a batch at a time: a sort carrying the
-        # turns' texts and provenance records held DuckDB's whole memory at 10x the default simulation.
-        order_cur = self.con.cursor()  # its own: the caller may write on the main connection meanwhile
-        order_cur.execute(f"SELECT t.id FROM turns t {where} ORDER BY {order_by}", params)
-        while ids := [r[0] for r in order_cur.fetchmany(batch)]:
-            cur = self.con.cursor()
-            # The provenance record ingest stored travels with its turn (`attach_record`): no run recomputes it.
-            cur.execute("SELECT t.*, p.record AS provenance_record FROM turns t LEFT JOIN provenance p"
-                        " ON p.turn_id = t.id WHERE t.id IN (SELECT unnest(?))", [ids])
-            by_id = {r["id"]: r for r in fetch_dicts(cur)}
-            spans: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
-            sc = self.con.cursor()
-            sc.execute("SELECT * FROM spans WHERE turn_id IN (SELECT unnest(?)) ORDER BY turn_id, seq", [ids])
-            for row in fetch_dicts(sc):
-                spans[row["turn_id"]].append(row)
-            yield [(by_id[i], spans[i]) for i in ids]
+        (`turns_from_rows` builds them): plain values, cheap to ship to another process. The tables are read in
+        one pass (`buckets.turn_buckets`)."""
+        for turns, spans, at in turn_buckets(self, users=users, segment=segment, order=order, batch=batch):
+            for start in range(0, turns.num_rows, batch):
+                end = min(start + batch, turns.num_rows)
+                lo, hi = np.searchsorted(at, [start, end])
+                yield bucket_rows(turns.slice(start, end - start), spans.slice(int(lo), int(hi - lo)))
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""

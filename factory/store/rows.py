@@ -89,6 +89,15 @@ TurnRows = tuple[dict[str, Any], list[dict[str, Any]]]
 `record` ingest stored for it as `provenance_record`) and its `spans` rows in order."""
 
 
+def bucket_rows(turns: pa.Table, spans: pa.Table) -> list[TurnRows]:
+    """Turns read as Arrow (`store.buckets`) as the rows `Store.iter_turn_rows` gives: each `turns` row with its
+    `spans` rows (`spans` in turn then `seq` order; pure)."""
+    by_turn: dict[str, list[dict[str, Any]]] = {}
+    for row in spans.to_pylist():
+        by_turn.setdefault(str(row["turn_id"]), []).append(row)
+    return [(row, by_turn.get(str(row["id"]), [])) for row in turns.to_pylist()]
+
+
 def turns_from_rows(rows: Iterable[TurnRows]) -> Iterator[tuple[Turn, str]]:
     """Each stored turn built from its rows, with its traffic segment (pure: a worker process builds them)."""
     for r, spans in rows:

@@ -23,6 +23,13 @@ DEFAULT_MEMORY = "256MB"
 READ_MEMORY = "128MB"
 """DuckDB's memory limit while analyses read their rows (`Store.memory_capped`)."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
+USER_KEY = "coalesce(t.user_id, t.conversation_id)"
+"""A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""
+USER_ORDER = f"{USER_KEY}, t.start_time, t.conversation_id, t.idx, t.id"
+"""The order of `iter_turn_rows(order="user")`: one user's turns together, in time order (`buckets` sorts by
+these columns; a test holds it to this SQL)."""
+CONVERSATION_ORDER = "t.conversation_id, t.idx, t.start_time, t.id"
+"""The order of `iter_turn_rows(order="conversation")`: by conversation, then turn index."""
 
 _TS = pa.timestamp("us", tz="UTC")
 # Long JSON text, written once and read whole. DuckDB's own choice (dictionary + FSST) gives up on such a

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,10 +64,10 @@ _BATCH = 50_000
 """Rows per Arrow batch of a load (a batch's Python values are made at once, then dropped)."""
 
 
-def _shared(col: pa.Array, make: Callable[[Any], Any]) -> list[Any]:
+def _shared(col: pa.Array[Any], make: Callable[[Any], Any]) -> list[Any]:
     """The column's cells as Python values, one object per distinct value, made by `make` (None stays None): a
     column of few distinct values (a layer, a user, a unit's values folded into one string) costs one object each."""
-    enc = pc.dictionary_encode(col)
+    enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(col))
     distinct = [None if v is None else make(v) for v in enc.dictionary.to_pylist()]
     return [None if k is None else distinct[k] for k in enc.indices.to_pylist()]
 

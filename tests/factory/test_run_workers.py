@@ -202,7 +202,7 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
 
             made_here: list[str] = []  # a table made in a worker is not listed in this process
 
-            def to_table(results: list) -> pa.Table:
+            def to_table(results: list, made_here: list[str] = made_here) -> pa.Table:
                 made_here.append("table")
                 return result_table(results, run_id="r", versions={})
 
