@@ -22,7 +22,7 @@ import numpy as np
 
 from agent_factory.adapters.model import OutcomeEvent, Turn
 from agent_factory.errors import StoreError
-from agent_factory.factory.store.buckets import turn_buckets
+from agent_factory.factory.store.buckets import remove_stale_spills, turn_buckets
 from agent_factory.factory.store.rows import TurnRows, bucket_rows, event_from_row, fetch_dicts, turns_from_rows
 from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
@@ -76,6 +76,7 @@ class Store:
         check_version(self.con, self.path)
         if not read_only:
             create_tables(self.con)
+            remove_stale_spills(self.path)
             self.recover()
 
     def __enter__(self) -> Store:

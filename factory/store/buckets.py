@@ -10,8 +10,10 @@ order, so the buckets in turn give the order one sorted query would.
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -89,9 +91,7 @@ def _buckets(store: Store, *, group: str, where: str, params: list[Any], batch: 
                                      for stem in ("turns", "records", "spans"))
             yield turns, records, spans
             return
-        # Beside the store, like DuckDB's own spill files: a system temporary directory may be held in memory.
-        with tempfile.TemporaryDirectory(prefix=".agent-factory-turns-", dir=store.path.parent) as tmp:
-            files = Path(tmp)
+        with _spill_dir(store) as files:
             with store.memory_capped():  # the scans stream: what DuckDB caches of them is never read again
                 for stem, sql in scans.items():
                     _spread(cur.sql(sql.format(bucket="g.bucket,"), params=params), files / stem)
@@ -100,6 +100,30 @@ def _buckets(store: Store, *, group: str, where: str, params: list[Any], batch: 
                     yield _read(files / "turns", k), _read(files / "records", k), _read(files / "spans", k)
     finally:
         cur.close()
+
+
+def spill_prefix(store_path: Path) -> str:
+    """The name every bucket directory of the store at `store_path` starts with."""
+    return f".{store_path.name}.turns-"
+
+
+@contextmanager
+def _spill_dir(store: Store) -> Iterator[Path]:
+    """A directory for a read's buckets, removed after it: beside the store, like DuckDB's own spill files (a
+    system temporary directory may be held in memory), else the system's when the store's is not writable."""
+    try:
+        tmp = tempfile.TemporaryDirectory(prefix=spill_prefix(store.path), dir=store.path.parent)
+    except OSError:
+        tmp = tempfile.TemporaryDirectory(prefix="agent-factory-turns-")
+    with tmp as path:
+        yield Path(path)
+
+
+def remove_stale_spills(store_path: Path) -> None:
+    """Remove the bucket directories a killed process left beside the store (call while holding its write
+    lock: no other process is reading it then)."""
+    for d in store_path.parent.glob(f"{spill_prefix(store_path)}*"):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def order_bucket(turns: pa.Table, records: pa.Table, spans: pa.Table, *, order: Order = "user",
@@ -161,4 +185,4 @@ def _read(stem: Path, k: int) -> pa.Table:
         return pa.ipc.open_file(source, memory_pool=POOL).read_all()
 
 
-__all__ = ["MAX_BUCKETS", "POOL", "Order", "order_bucket", "turn_buckets"]
+__all__ = ["MAX_BUCKETS", "POOL", "Order", "order_bucket", "remove_stale_spills", "spill_prefix", "turn_buckets"]

@@ -71,3 +71,24 @@ def test_rows_come_in_the_sql_order_with_the_stored_values(store: Path, batch: i
                     assert row["provenance_record"] == (record[0] if record else None)
         total = st.con.execute("SELECT count(*) FROM turns").fetchone()[0]
         assert total == 21
+
+
+def test_buckets_are_spilled_beside_the_store_and_removed(store: Path) -> None:
+    from agent_factory.factory.store.buckets import spill_prefix
+
+    def spills() -> list[Path]:
+        return sorted(store.parent.glob(f"{spill_prefix(store)}*"))
+
+    left = store.parent / f"{spill_prefix(store)}killed"  # what a run killed mid-read leaves
+    left.mkdir()
+    (left / "turns.0.arrow").write_bytes(b"x")
+    other = store.parent / f"{spill_prefix(store.parent / 'other.duckdb')}x"  # another store's: not this one's
+    other.mkdir()
+    with Store(store) as st:
+        assert spills() == [] and other.is_dir()
+        rows = st.iter_turn_rows(segment=None, order="user", batch=2)
+        next(rows)
+        during = spills()
+        assert len(during) == 1 and {f.name for f in during[0].iterdir()} >= {"turns.0.arrow", "spans.schema"}
+        rest = list(rows)
+        assert rest and spills() == []
