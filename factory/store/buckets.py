@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from agent_factory.factory.store.base import Store
 
 POOL = pa.system_memory_pool()
-"""Where the readers' Arrow buffers come from: Arrow's default pool (mimalloc) kept the buffers of past buckets,
-and the run's peak at 10x the default simulation was 765 MB with it against 674 MB with the system's allocator."""
+"""Where the readers' Arrow buffers come from: Arrow's default pool (mimalloc) kept the buffers of past buckets
+(at 10x the default simulation, reading every turn for the workers peaked at 642 MB with it, 518-564 MB with the
+system's allocator)."""
 MAX_BUCKETS = 256
 """Files a read spreads the turns over at most (each is open while the store is scanned); past that, buckets grow."""
 Order = Literal["conversation", "user"]

@@ -111,6 +111,7 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
         assert runner(rules, None)._workers(plan) == 1  # 12 users: not worth forking
         assert runner(rules, 2)._workers(plan) == 2
         assert runner(model, 2)._workers(plan) == 1  # model answers are cached and budgeted in one process
+        assert runner(model, 2)._analysis_workers() == 1  # a fork would copy the model client's threads
 
 
 @pytest.mark.parametrize(("batch", "turns"), [(3, 1), (3, 2), (4, 50), (2000, 3)])
@@ -179,6 +180,7 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
     from agent_factory.factory.pipeline.analyses import analyse_group
     from agent_factory.factory.pipeline.engine import Runner, analysis_groups
+    from agent_factory.factory.pipeline.executors.process import can_fork, default_workers
     from agent_factory.factory.store import Store
     from agent_factory.factory.store.results import result_table
     from agent_factory.factory.store.units import load_rows
@@ -192,7 +194,7 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
         cfg = ModelConfig()
         r = Runner(st, pack=suite.pack, collector=Cascade(cfg, cache=DatumCache(None), budget=Budget(cfg.budget)),
                    specs=suite.components)
-        assert r._analysis_workers() > 1 or r.workers is None
+        assert r._analysis_workers() == (default_workers() if can_fork() else 1)  # rules only: the run's workers
         names = frozenset(a.name for s in suite.components for a in s.analyses)
         groups = analysis_groups(suite.components, names=names, admitted=r.admitted, component_of=r.component_of)
         stored = st.con.execute("SELECT count(*) FROM results").fetchone()[0]
