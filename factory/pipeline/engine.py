@@ -241,11 +241,11 @@ class Runner:
     def _workers(self, plan: Plan) -> int:
         """Worker processes for this run's collection: more than one only for a rules-only collector, with no
         executor given, where fork exists, and over enough users to pay for starting them."""
-        if not (self._own_executor and getattr(self.collector, "rules_only", False) and can_fork()):
+        if not self._own_executor:
             return 1
         if self.workers is None and self.users_to_visit() < MIN_USERS_FOR_WORKERS:
             return 1
-        return self.workers if self.workers is not None else default_workers()
+        return self._analysis_workers()
 
     def _execute_in_processes(self, plan: Plan, cplan: CollectPlan, workers: int) -> None:
         """Collection by forked workers (`parallel.collect_in_workers`)."""

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
-import numpy as np
 
 from agent_factory.adapters.model import OutcomeEvent, Turn
 from agent_factory.errors import StoreError
-from agent_factory.factory.store.buckets import remove_stale_spills, turn_buckets
+from agent_factory.factory.store.buckets import bucket_slice, remove_stale_spills, turn_buckets
 from agent_factory.factory.store.rows import TurnRows, bucket_rows, event_from_row, fetch_dicts, turns_from_rows
 from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
@@ -35,7 +34,6 @@ from agent_factory.factory.store.schema import (
 )
 
 _LOCK_PID = re.compile(r"\(PID (\d+)\)")
-
 
 
 def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
@@ -231,9 +229,7 @@ class Store:
         one pass (`buckets.turn_buckets`)."""
         for turns, spans, at in turn_buckets(self, users=users, segment=segment, order=order, batch=batch):
             for start in range(0, turns.num_rows, batch):
-                end = min(start + batch, turns.num_rows)
-                lo, hi = np.searchsorted(at, [start, end])
-                yield bucket_rows(turns.slice(start, end - start), spans.slice(int(lo), int(hi - lo)))
+                yield bucket_rows(*bucket_slice(turns, spans, at, start, min(start + batch, turns.num_rows)))
 
     def horizon(self) -> datetime | None:
         """The end of observation: the latest time any turn ended (or started) in the store."""

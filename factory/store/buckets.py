@@ -148,6 +148,13 @@ def order_bucket(turns: pa.Table, records: pa.Table, spans: pa.Table, *, order: 
     return turns, pc.take(spans, span_order, memory_pool=POOL), at.take(span_order).to_numpy()
 
 
+def bucket_slice(turns: pa.Table, spans: pa.Table, at: np.ndarray, start: int, end: int,
+                 ) -> tuple[pa.Table, pa.Table]:
+    """Turns `start` to `end` of an ordered bucket (`order_bucket`) with their spans (pure)."""
+    lo, hi = np.searchsorted(at, [start, end])
+    return turns.slice(start, end - start), spans.slice(int(lo), int(hi - lo))
+
+
 def _spread(rel: duckdb.DuckDBPyRelation, stem: Path) -> None:
     """Write the rows of `rel` (its first column the bucket) to one IPC file per bucket, `<stem>.<bucket>.arrow`,
     without the bucket column; the schema alone goes to `<stem>.schema`."""
@@ -186,4 +193,5 @@ def _read(stem: Path, k: int) -> pa.Table:
         return pa.ipc.open_file(source, memory_pool=POOL).read_all()
 
 
-__all__ = ["MAX_BUCKETS", "POOL", "Order", "order_bucket", "remove_stale_spills", "spill_prefix", "turn_buckets"]
+__all__ = ["MAX_BUCKETS", "POOL", "Order", "bucket_slice", "order_bucket", "remove_stale_spills", "spill_prefix",
+           "turn_buckets"]

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from agent_factory.factory.pipeline.executors.process import whole_groups
 from agent_factory.factory.store.base import Store
-from agent_factory.factory.store.buckets import POOL, turn_buckets
+from agent_factory.factory.store.buckets import POOL, bucket_slice, turn_buckets
 from agent_factory.factory.store.rows import TurnRows, bucket_rows
 
 TurnChunk = tuple[pa.Buffer, pa.Buffer]
@@ -36,9 +35,8 @@ def iter_turn_chunks(store: Store, *, users: Collection[str] | None = None, batc
         keys = pc.coalesce(turn_t["user_id"], turn_t["conversation_id"]).to_pylist()
         # Positions in the bucket, cut into whole users as a one-process run would cut rows (`whole_groups`).
         for group in whole_groups([list(range(len(keys)))], key=keys.__getitem__, size=turns):
-            start, end = group[0][0], group[-1][-1] + 1
-            lo, hi = np.searchsorted(at, [start, end])
-            yield (_ipc(turn_t.slice(start, end - start)), _ipc(span_t.slice(int(lo), int(hi - lo)))), len(group)
+            turns_of, spans_of = bucket_slice(turn_t, span_t, at, group[0][0], group[-1][-1] + 1)
+            yield (_ipc(turns_of), _ipc(spans_of)), len(group)
 
 
 def _ipc(table: pa.Table) -> pa.Buffer:

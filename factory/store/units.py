@@ -115,17 +115,14 @@ def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rate
         " ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed OR ?",
         params=[wanted, rater, all_segments])
 
-    def values_of(vals: str) -> Mapping[str, Value]:
-        # Sorted: the string's order is DuckDB's, a map's (what iterating it gives) is the items'.
-        pairs = sorted(p.split(_ITEM_SEP, 1) for p in vals.split(_PAIR_SEP))
-        return MappingProxyType({intern(k): intern(v) for k, v in pairs})
-
     maps: dict[str, Mapping[str, Value]] = {}
 
     def shared_values(vals: str) -> Mapping[str, Value]:
         m = maps.get(vals)
         if m is None:
-            m = maps[vals] = values_of(vals)
+            # Sorted: the string's order is DuckDB's, a map's (what iterating it gives) is the items'.
+            pairs = sorted(p.split(_ITEM_SEP, 1) for p in vals.split(_PAIR_SEP))
+            m = maps[vals] = MappingProxyType({intern(k): intern(v) for k, v in pairs})
         return m
 
     rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
