@@ -1,4 +1,5 @@
-"""Stored turns read in one pass: buckets of whole users (or conversations), each bucket ordered.
+"""Stored turns read in one pass: buckets of whole users (or conversations), each bucket ordered; a large user
+with no real traffic is cut into pieces of a bucket's size.
 
 A read of a few users' turns by their ids scans the whole tables: DuckDB has no fast fetch by row, the ids are
 scattered, and the provenance records are one compressed block (at 10x the default simulation, 0.35 s a read of
@@ -22,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_factory.factory.store.schema import USER_KEY
+from agent_factory.factory.store.schema import CONVERSATION_ORDER, USER_KEY, USER_ORDER
 
 if TYPE_CHECKING:
     from agent_factory.factory.store.base import Store
@@ -39,12 +40,15 @@ _GROUP = {"user": USER_KEY, "conversation": "t.conversation_id"}
 _SORT = {"user": ("_key", "start_time", "conversation_id", "idx", "id"),
          "conversation": ("_key", "idx", "start_time", "id")}
 """The columns of each order (`schema.USER_ORDER`, `schema.CONVERSATION_ORDER`), `_key` the group."""
+_WITHIN = {"user": USER_ORDER.removeprefix(f"{USER_KEY}, "),
+           "conversation": CONVERSATION_ORDER.removeprefix("t.conversation_id, ")}
+"""The order of a group's own turns, in SQL."""
 _SCANS = {
-    "turns": "SELECT {bucket} t.* FROM turns t JOIN groups g ON g.key = {group} {where}",
+    "turns": "SELECT {bucket} t.* FROM turns t JOIN groups g ON g.key = {group} {pieces} {where}",
     "records": "SELECT {bucket} x.turn_id, x.record FROM provenance x JOIN turns t ON t.id = x.turn_id"
-               " JOIN groups g ON g.key = {group} {where}",
+               " JOIN groups g ON g.key = {group} {pieces} {where}",
     "spans": "SELECT {bucket} x.* FROM spans x JOIN turns t ON t.id = x.turn_id JOIN groups g ON g.key = {group}"
-             " {where}",
+             " {pieces} {where}",
 }
 """The three scans of a read, each joined only to small tables (the groups; the turns' ids and keys): a join of
 the turns with their provenance would build a hash table of every record."""
@@ -67,27 +71,43 @@ def turn_buckets(
         conds.append(f"{USER_KEY} IN (SELECT unnest(?))")
         params.append(sorted(users))
     where = f"WHERE {' AND '.join(conds)}" if conds else ""
-    for bucket in _buckets(store, group=_GROUP[order], where=where, params=params, batch=batch):
+    for bucket in _buckets(store, group=_GROUP[order], within=_WITHIN[order], where=where, params=params,
+                           batch=batch):
         yield order_bucket(*bucket, order=order)
 
 
-def _buckets(store: Store, *, group: str, where: str, params: list[Any], batch: int,
+def _buckets(store: Store, *, group: str, within: str, where: str, params: list[Any], batch: int,
              ) -> Iterator[tuple[pa.Table, pa.Table, pa.Table]]:
     """The turns (`where`), provenance records (`turn_id`, `record`) and spans of whole groups (`group`), about
-    `batch` turns at a time, in group order from one bucket to the next (unordered within one)."""
+    `batch` turns at a time, in group order from one bucket to the next (unordered within one). A group larger
+    than a bucket with no turn of real traffic (an internal test account: it grows with the traffic, and its
+    turns are units alone) is cut into pieces of a bucket's size, in its own order (`within`), one a bucket."""
     cur = store.con.cursor()  # its own: the caller writes on the main connection meanwhile
     try:
-        counts = cur.sql(f"SELECT {group} AS key, count(*) AS n FROM turns t {where} GROUP BY 1 ORDER BY 1",
-                         params=params).to_arrow_table()
+        counts = cur.sql(f"SELECT {group} AS key, count(*) AS n, bool_or(t.segment = 'real') AS real FROM turns t"
+                         f" {where} GROUP BY 1 ORDER BY 1", params=params).to_arrow_table()
         if not len(counts):
             return
         n = counts["n"].to_numpy()
         size = max(batch, -(-int(n.sum()) // MAX_BUCKETS))
-        # A group goes to the bucket its first turn falls in, counting turns in group order: none is split.
+        # A group goes to the bucket its first turn falls in, counting turns in group order: none is split, but a
+        # large one with no real traffic, whose pieces take the buckets after its first (they come before the
+        # next group's: that starts `n` turns later).
         bucket = (np.cumsum(n) - n) // size
+        large = (n > size) & ~counts["real"].fill_null(False).to_numpy(zero_copy_only=False)
+        last = int(max(bucket[-1], (bucket[large] + (n[large] - 1) // size).max(initial=0)))
         cur.register("groups", pa.table({"key": counts["key"], "bucket": pa.array(bucket, pa.int64())}))
-        scans = {stem: sql.format(group=group, where=where, bucket="{bucket}") for stem, sql in _SCANS.items()}
-        if bucket[-1] == 0:  # one bucket: read it straight from the store
+        pieces = ""
+        if large.any():
+            cur.register("large", pa.table({"key": counts["key"].filter(pa.array(large))}))
+            cur.register("pieces", cur.sql(
+                f"SELECT t.id, (row_number() OVER (PARTITION BY {group} ORDER BY {within}) - 1) // {size} AS piece"
+                f" FROM turns t JOIN large l ON l.key = {group} {where}", params=params).to_arrow_table())
+            pieces = "LEFT JOIN pieces p ON p.id = t.id"
+        into = "g.bucket + coalesce(p.piece, 0)," if pieces else "g.bucket,"
+        scans = {stem: sql.format(group=group, where=where, pieces=pieces, bucket="{bucket}")
+                 for stem, sql in _SCANS.items()}
+        if last == 0:  # one bucket: read it straight from the store
             turns, records, spans = (cur.sql(scans[stem].format(bucket=""), params=params).to_arrow_table()
                                      for stem in ("turns", "records", "spans"))
             yield turns, records, spans
@@ -95,8 +115,8 @@ def _buckets(store: Store, *, group: str, where: str, params: list[Any], batch: 
         with _spill_dir(store) as files:
             with store.memory_capped():  # the scans stream: what DuckDB caches of them is never read again
                 for stem, sql in scans.items():
-                    _spread(cur.sql(sql.format(bucket="g.bucket,"), params=params), files / stem)
-            for k in range(int(bucket[-1]) + 1):
+                    _spread(cur.sql(sql.format(bucket=into), params=params), files / stem)
+            for k in range(last + 1):
                 if (files / f"turns.{k}.arrow").exists():  # else no user starts here: the one before is large
                     yield _read(files / "turns", k), _read(files / "records", k), _read(files / "spans", k)
     finally:

@@ -118,7 +118,8 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
 def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int, turns: int) -> None:
     # The workers' chunks (`iter_turn_chunks`, Arrow made rows in the worker) hold whole users, and their rows
     # are those `iter_turn_rows` reads, in its order, with its values: a user longer than a read, a turn without
-    # a user, a subset of users.
+    # a user, a subset of users. A user with no real traffic (u3, an internal test account) may be cut into
+    # pieces of `turns` (and of a read, `batch`); one with some (u1) never is.
     from agent_factory.factory.ingest import ingest_paths
     from agent_factory.factory.store import Store
     from agent_factory.factory.store.turn_tables import chunk_rows, iter_turn_chunks
@@ -133,6 +134,8 @@ def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int
             f.write(json.dumps({"id": f"c{c}", "messages": messages, **({"user_id": user} if user else {})}) + "\n")
     with Store(tmp_path / "s.duckdb") as st:
         ingest_paths(st, [src], pack=load_pack("default"))
+        st.con.execute("UPDATE turns SET segment = 'internal_test' WHERE user_id = 'u3'")
+        st.con.execute("UPDATE turns SET segment = 'internal_test' WHERE conversation_id = 'c0'")
         for users in (None, {"u1", "c2", "u3"}):
             expected = [tr for rows in st.iter_turn_rows(segment=None, order="user", users=users) for tr in rows]
             chunks = list(iter_turn_chunks(st, users=users, batch=batch, turns=turns))
@@ -140,8 +143,14 @@ def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int
             assert [tr for rows in got for tr in rows] == expected
             assert len(expected) == (15 if users is None else 13)
             keys = [[r["user_id"] or r["conversation_id"] for r, _ in rows] for rows in got]
-            assert [n for _, n in chunks] == [len(set(k)) for k in keys]
-            assert sum(n for _, n in chunks) == len({k for ks in keys for k in ks})  # a user is in one chunk only
+            # Each chunk counts the users whose first turn it holds: every user once.
+            assert sum(n for _, n in chunks) == len({k for ks in keys for k in ks})
+            assert [n for _, n in chunks] == [
+                len({k for k in ks if not any(k in earlier for earlier in keys[:i])}) for i, ks in enumerate(keys)]
+            u3 = [ks.count("u3") for ks in keys if "u3" in ks]
+            # Cut into pieces of a chunk (`turns`), and of a bucket (`batch`) when it is larger than one.
+            assert sum(u3) == 6 and max(u3) <= min(turns, batch) and len(u3) >= -(-6 // min(turns, batch))
+            assert sum(1 for ks in keys if "u1" in ks) == 1  # u1 has real turns (c3): whole, in one chunk
             if batch >= len(expected):  # one read: only the last chunk may hold fewer turns
                 assert all(len(rows) >= turns for rows in got[:-1]) and len(got) > 1
 

@@ -92,3 +92,18 @@ def test_buckets_are_spilled_beside_the_store_and_removed(store: Path) -> None:
         assert len(during) == 1 and {f.name for f in during[0].iterdir()} >= {"turns.0.arrow", "spans.schema"}
         rest = list(rows)
         assert rest and spills() == []
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5])
+def test_a_large_user_with_no_real_traffic_is_cut_into_buckets(store: Path, batch: int) -> None:
+    # u3's 7 turns are all of internal test traffic (c4): its pieces take a bucket each, in its own order. u1's
+    # and u2's turns (some real) stay in one bucket whatever its size.
+    from agent_factory.factory.store.buckets import turn_buckets
+
+    with Store(store) as st:
+        where = {}
+        for k, (turns, _spans, _at) in enumerate(turn_buckets(st, order="user", batch=batch)):
+            for key in turns["user_id"].to_pylist():
+                where.setdefault(key, set()).add(k)
+        assert len(where["u3"]) == -(-7 // batch)
+        assert len(where["u1"]) == len(where["u2"]) == 1
