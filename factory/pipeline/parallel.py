@@ -2,9 +2,11 @@
 counts a run keeps of what it collected, which every worker keeps of its chunks and this process adds up.
 
 This process reads whole users' stored rows as Arrow (`store.turn_tables`) and writes what comes back: each chunk's
-`atomic_data` table (made in the worker by `data_table`, as the one-process path makes it at a flush), its unit
-rows and its counts. The worker builds the units from the rows (`UnitContext.user_units`) and runs the kernel
-(`kernel.collect`) with the collector it inherited at the fork, so the data are those one process writes.
+`atomic_data` table (made in the worker by `data_table`, as the one-process path makes it at a flush), its `units`
+table (`arrow_rows`, made there too: sent as Python rows, they cost this process, which every worker waits on,
+5 s of its 40 at 10x the default simulation) and its counts. The worker builds the units from the rows
+(`UnitContext.user_units`) and runs the kernel (`kernel.collect`) with the collector it inherited at the fork, so
+the data are those one process writes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
 from agent_factory.factory.pipeline.executors.process import ProcessExecutor
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, data_table
-from agent_factory.factory.store.rows import turns_from_rows
+from agent_factory.factory.store.rows import arrow_rows, turns_from_rows
 from agent_factory.factory.store.turn_tables import TurnChunk, chunk_rows, iter_turn_chunks
 from agent_factory.factory.store.units import unit_row
 from agent_factory.factory.units import UnitContext
@@ -71,8 +73,8 @@ class _ChunkDone:
 
     data: pa.Table
     """Its data as an `atomic_data` table."""
-    units: list[dict[str, Any]]
-    """Its units' `units` rows."""
+    units: pa.Table
+    """Its units' `units` rows (`arrow_rows`: made in the worker, as their data are)."""
     tally: Tally
     counts: CascadeCounters | None
     """The worker's collector counts over the chunk (`Cascade.take_counts`)."""
@@ -88,13 +90,15 @@ def collect_in_workers(
 
     def work(chunk: TurnChunk) -> _ChunkDone:
         collector.take_counts()  # what this process had counted when it was forked
-        done = _ChunkDone(data=pa.table({}), units=[], tally=Tally(), counts=None)
+        done = _ChunkDone(data=pa.table({}), units=pa.table({}), tally=Tally(), counts=None)
         cols = DataColumns()
+        rows: list[dict[str, Any]] = []
         for b in kernel.collect(context.user_units(turns_from_rows(chunk_rows(chunk))), plan, collector):
             tally(done.tally, b)
             cols.extend(b.columns)
-            done.units.extend(unit_row(u, run_id=run_id) for u in b.units)
+            rows.extend(unit_row(u, run_id=run_id) for u in b.units)
         done.data = data_table(cols, run_id=run_id)
+        done.units = arrow_rows("units", rows)
         done.counts = collector.take_counts()
         return done
 
@@ -103,8 +107,8 @@ def collect_in_workers(
         collector.absorb(done.counts)
         if done.data.num_rows:
             data.add_table(done.data)
-        for row in done.units:
-            units.add(row)
+        if done.units.num_rows:
+            units.add_table(done.units)
 
     executor: ProcessExecutor[TurnChunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=progress)
     executor.run(iter_turn_chunks(store, users=users, turns=CHUNK_TURNS), work=work, sink=sink)

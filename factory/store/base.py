@@ -55,6 +55,18 @@ def _connect(path: Path, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         raise StoreError(f"{path}: cannot open the store: {str(e).splitlines()[0]}") from None
 
 
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20,
+          "gib": 2**30, "tib": 2**40}
+
+
+def limit_bytes(limit: str) -> float | None:
+    """The bytes of a DuckDB memory limit such as `256MB` or `1.5GiB` (its units: KB is 1000 bytes, KiB 1024);
+    None for what this does not read (then no cap replaces it)."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", limit)
+    unit = _UNITS.get(m.group(2).lower()) if m else None
+    return float(m.group(1)) * unit if m and unit is not None else None
+
+
 class Store:
     """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
 
@@ -68,6 +80,7 @@ class Store:
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
         self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
         self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+        self._limit_now = self.memory_limit
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
             create_meta(self.con)
@@ -91,13 +104,19 @@ class Store:
 
     @contextmanager
     def memory_capped(self, limit: str = READ_MEMORY) -> Iterator[None]:
-        """DuckDB's memory limit lowered for a read whose rows Python holds anyway (the pages it would cache
-        there add to the peak for nothing), restored afterwards."""
-        self.con.execute(f"SET memory_limit = '{limit}'")
+        """DuckDB's memory limit lowered to `limit` for work whose rows Python holds anyway, or that DuckDB only
+        appends (the pages it would cache add to the peak for nothing), restored afterwards. A lower limit in
+        force (AGENT_FACTORY_DUCKDB_MEMORY, an enclosing cap) stays; caps nest."""
+        before = self._limit_now
+        new, old = limit_bytes(limit), limit_bytes(before)
+        now = limit if new is not None and old is not None and new < old else before
+        self.con.execute(f"SET memory_limit = '{now}'")
+        self._limit_now = now
         try:
             yield
         finally:
-            self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
+            self.con.execute(f"SET memory_limit = '{before}'")
+            self._limit_now = before
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a store-wide value."""

@@ -9,14 +9,13 @@ from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.core import AtomicDatum
 from agent_factory.evaluators.core.columns import FIELDS, DataColumns
 from agent_factory.evaluators.core.model import PRIMARY_RATER
 from agent_factory.factory.store.base import Store
-from agent_factory.factory.store.rows import append_arrow, dumps
+from agent_factory.factory.store.rows import append_arrow, dumps, one_per_key
 from agent_factory.factory.store.schema import DATUM_COLUMNS
 
 
@@ -68,13 +67,7 @@ def data_table(cols: DataColumns, *, run_id: str) -> pa.Table:
 
 def last_per_key(table: pa.Table) -> pa.Table:
     """An `atomic_data` table with one row per key (unit, item, rater), the last of each, in table order."""
-    join: Any = pc.binary_join_element_wise  # its stubs take no separator after the arrays
-    keys = join(table["unit_id"], table["item"], table["rater"], "\x1f")
-    if pc.count_distinct(keys).as_py() == table.num_rows:
-        return table
-    last = pa.table({"k": keys, "i": pa.array(range(table.num_rows))}).group_by("k").aggregate([("i", "max")])
-    rows = last["i_max"]
-    return table.take(rows.take(pc.sort_indices(rows)))
+    return one_per_key(table, ("unit_id", "item", "rater"))
 
 
 class DataBatch:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from agent_factory.adapters.jsonio import loads
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
@@ -128,25 +130,48 @@ def arrow_rows(table: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=pa.schema([(name, typ) for name, (_, typ) in columns.items()]))
 
 
+def one_per_key(table: pa.Table, keys: tuple[str, ...], *, last: bool = True) -> pa.Table:
+    """`table` with one row per key (the columns `keys`): the last of each (or, `last=False`, the first), in
+    table order (pure)."""
+    join: Any = pc.binary_join_element_wise  # its stubs take no separator after the arrays
+    key = (table[keys[0]] if len(keys) == 1
+           else join(*(pc.cast(table[c], pa.string()) for c in keys), "\x1f"))
+    if pc.count_distinct(key).as_py() == table.num_rows:
+        return table
+    how: Literal["max", "min"] = "max" if last else "min"
+    kept = pa.table({"k": key, "i": pa.array(np.arange(table.num_rows))}).group_by("k").aggregate([("i", how)])
+    rows = kept[f"i_{how}"]
+    return table.take(rows.take(pc.sort_indices(rows)))
+
+
 class Batch:
-    """Rows waiting to be appended to one table, flushed as one Arrow table."""
+    """Rows waiting to be appended to one table (or tables of them made elsewhere: a worker's), flushed as one
+    Arrow table."""
 
     def __init__(self, store: Store, table: str, *, size: int = 20_000) -> None:
         self.con, self.table, self.size = store.con, table, size
         self.rows: list[dict[str, Any]] = []
+        self.tables: list[pa.Table] = []
+        self.table_rows = 0
         self.fresh = False
         """Whether no stored row can share a key with the rows queued from now on (`append_arrow`'s `fresh`)."""
 
     def add(self, row: dict[str, Any]) -> None:
         """Queue a row; flush once the batch is full."""
         self.rows.append(row)
-        if len(self.rows) >= self.size:
+        if len(self.rows) + self.table_rows >= self.size:
             self.flush()
 
-    def flush(self) -> None:
-        """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
-        if not self.rows:
-            return
+    def add_table(self, table: pa.Table) -> None:
+        """Queue rows already made a table of this table's schema (`arrow_rows`); flush once the batch is full."""
+        if self.rows:  # the rows queued before it come before it
+            self.tables.append(self._rows_table())
+        self.tables.append(table)
+        self.table_rows += table.num_rows
+        if self.table_rows >= self.size:
+            self.flush()
+
+    def _rows_table(self) -> pa.Table:
         keys = TABLES[self.table][1] if self.table in TABLES else ()
         rows = self.rows
         if keys:
@@ -159,7 +184,20 @@ class Batch:
                     unique[k] = r
             rows = list(unique.values())
         self.rows = []
-        append_arrow(self.con, self.table, arrow_rows(self.table, rows), fresh=self.fresh)
+        return arrow_rows(self.table, rows)
+
+    def flush(self) -> None:
+        """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
+        tables, self.tables, self.table_rows = self.tables, [], 0
+        if self.rows:
+            tables.append(self._rows_table())
+        if not tables:
+            return
+        keys = TABLES[self.table][1] if self.table in TABLES else ()
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        if keys and len(tables) > 1:
+            table = one_per_key(table, keys, last=self.table in REPLACE_ON_CONFLICT)
+        append_arrow(self.con, self.table, table, fresh=self.fresh)
 
 
 def append_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table, *, fresh: bool = False) -> None:

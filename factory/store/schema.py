@@ -21,7 +21,7 @@ SCHEMA_VERSION = 4
 DEFAULT_MEMORY = "256MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 READ_MEMORY = "128MB"
-"""DuckDB's memory limit while analyses read their rows (`Store.memory_capped`)."""
+"""DuckDB's memory limit while a run collects and while analyses read their rows (`Store.memory_capped`)."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
 USER_KEY = "coalesce(t.user_id, t.conversation_id)"
 """A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""

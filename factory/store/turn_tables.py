@@ -12,6 +12,7 @@ rows `iter_turn_rows` gives (`chunk_rows`), in the same order, with the same val
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,7 +47,7 @@ def iter_turn_chunks(store: Store, *, users: Collection[str] | None = None, batc
         before = keys[-1] if keys else before
 
 
-def _pieces(keys: list[str], segments: list[str | None], *, turns: int) -> list[tuple[str, int]]:
+def _pieces(keys: list[Any], segments: list[Any], *, turns: int) -> list[tuple[Any, int]]:
     """Each position's group for `whole_groups`: its user, and, for a user with no turn of real traffic, the
     piece of `turns` turns it falls in (pure; `keys` come grouped by user)."""
     out: list[tuple[str, int]] = []

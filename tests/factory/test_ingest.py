@@ -93,6 +93,18 @@ def test_turns_round_trip_with_spans(tmp_path: Path) -> None:
     assert t0.delivery == "delivered" and t0.latency_ms == pytest.approx(40_000.0)
 
 
+def _running(arg: str) -> list[int]:
+    """Live processes (not zombies) whose command line holds `arg` (Linux's /proc; none elsewhere)."""
+    out = []
+    for d in Path("/proc").glob("[0-9]*"):
+        try:
+            if arg.encode() in (d / "cmdline").read_bytes() and (d / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                out.append(int(d.name))
+        except (OSError, IndexError):  # it ended meanwhile
+            continue
+    return out
+
+
 @pytest.mark.slow
 def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
     small = tmp_path / "small.otlp.jsonl"
@@ -106,8 +118,15 @@ def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
     proc = subprocess.Popen([*cli, str(big)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(3.0)
     assert proc.poll() is None, "ingest finished before it could be killed; make the file bigger"
+    forked = _running(str(big))  # the ingest and the workers it forked (their command line is its own)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    # Its workers die with it: a killed ingest's workers lived on, asleep, for good.
+    deadline = time.monotonic() + 10
+    while _running(str(big)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if sys.platform.startswith("linux"):
+        assert len(forked) > 1 and _running(str(big)) == []
     with Store(store) as st:
         counts = _table_counts(st)
         paths = [r[0] for r in st.con.execute("SELECT path FROM sources").fetchall()]

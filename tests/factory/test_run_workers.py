@@ -178,6 +178,39 @@ def test_tables_queued_together_keep_the_last_datum_of_a_key(tmp_path: Path) -> 
     assert rows == [("t1", "yes"), ("t2", "no"), ("t3", "no")]
 
 
+def test_rows_and_tables_queued_together_keep_one_row_of_a_key(tmp_path: Path) -> None:
+    # A batch of rows and of tables made elsewhere (a worker's `units`) writes one row per key, the last queued
+    # for a table that replaces (`units`), the first for one that keeps (`events`), whatever came as rows.
+    from agent_factory.factory.store import Batch, Store
+    from agent_factory.factory.store.rows import arrow_rows
+
+    def unit(uid: str, mode: str) -> dict[str, object]:
+        return {"unit_id": uid, "layer": "trace", "user_key": "u", "user_id": "u", "conversation_id": "c", "idx": 0,
+                "start_epoch": None, "end_epoch": None, "mode": mode, "analysed": True, "run_id": "r"}
+
+    with Store(tmp_path / "s.duckdb") as st:
+        batch = Batch(st, "units")
+        batch.add(unit("t1", "a"))
+        batch.add(unit("t2", "a"))
+        batch.add_table(arrow_rows("units", [unit("t2", "b"), unit("t3", "b")]))
+        batch.add(unit("t3", "c"))
+        batch.add_table(arrow_rows("units", [unit("t4", "d")]))
+        batch.flush()
+        rows = st.con.execute("SELECT unit_id, mode FROM units ORDER BY unit_id").fetchall()
+        assert rows == [("t1", "a"), ("t2", "b"), ("t3", "c"), ("t4", "d")]
+        keep = Batch(st, "events")
+
+        def event(k: str, kind: str) -> dict[str, object]:
+            return {"id": k, "kind": kind, "user_id": "u", "conversation_id": "c", "time": None, "value": "1",
+                    "attributes": "{}", "source_id": "s"}
+        keep.add(event("e1", "first"))
+        keep.add_table(arrow_rows("events", [event("e1", "second"), event("e2", "first")]))
+        keep.add_table(arrow_rows("events", [event("e2", "second")]))
+        keep.flush()
+        assert st.con.execute("SELECT id, kind FROM events ORDER BY 1").fetchall() == [("e1", "first"),
+                                                                                      ("e2", "first")]
+
+
 @pytest.mark.parametrize(("fixture", "pack"), [("sim_store", "business_analysis"), ("tau_store", "airline")])
 def test_analyses_in_workers_give_what_one_process_gives(request: pytest.FixtureRequest, fixture: str, pack: str,
                                                          tmp_path: Path) -> None:

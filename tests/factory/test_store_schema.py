@@ -1,4 +1,5 @@
-"""A store written with another schema is refused at open, in one line naming both versions and what to do."""
+"""A store written with another schema is refused at open, in one line naming both versions and what to do; and
+the store's DuckDB memory limit, lowered for a while by caps that nest."""
 
 from __future__ import annotations
 
@@ -64,3 +65,26 @@ def test_long_json_columns_are_stored_compressed(tmp_path: Path) -> None:
     assert raw > 50_000_000
     assert comp == {"ZSTD"}
     assert blocks * 262_144 < raw / 10
+
+
+def test_memory_caps_nest_and_never_raise_a_lower_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent_factory.factory.store.base import limit_bytes
+
+    def now(st: Store) -> float | None:
+        return limit_bytes(st.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+    monkeypatch.delenv("AGENT_FACTORY_DUCKDB_MEMORY", raising=False)
+    with Store(tmp_path / "s.duckdb") as st:
+        assert now(st) == pytest.approx(256e6, rel=0.01)
+        with st.memory_capped():
+            assert now(st) == pytest.approx(128e6, rel=0.01)
+            with st.memory_capped("64MB"):
+                assert now(st) == pytest.approx(64e6, rel=0.01)
+            assert now(st) == pytest.approx(128e6, rel=0.01)  # the enclosing cap, not the store's limit
+            with st.memory_capped("1GB"):
+                assert now(st) == pytest.approx(128e6, rel=0.01)  # a cap never raises the limit
+        assert now(st) == pytest.approx(256e6, rel=0.01)
+    monkeypatch.setenv("AGENT_FACTORY_DUCKDB_MEMORY", "96MB")
+    with Store(tmp_path / "s.duckdb") as st, st.memory_capped():
+        assert now(st) == pytest.approx(96e6, rel=0.01)
+    assert limit_bytes("1.5GiB") == 1.5 * 2**30 and limit_bytes("80%") is None

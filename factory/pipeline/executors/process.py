@@ -14,8 +14,10 @@ holds.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -40,6 +42,17 @@ _WORK: Callable[[Any], Any] | None = None  # set before the workers fork; they i
 def _run_chunk(chunk: Any) -> Any:
     assert _WORK is not None, "process executor worker started without its work"
     return _WORK(chunk)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker's initializer: the worker is killed when the process that forked it dies. A killed run's workers
+    otherwise live on, asleep: each holds its own copy of the queue's pipe, so it never reads the end of it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux, where workers fork)
+    except (AttributeError, OSError):  # no prctl: the worker outlives a killed parent, as it did
+        return
+    if os.getppid() != parent:  # the parent died before the call above
+        os._exit(1)
 
 
 def can_fork() -> bool:
@@ -105,7 +118,8 @@ class ProcessExecutor(Generic[C, R]):
         _WORK = work
         done_users = 0
         try:
-            with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
+                                     initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
                 # Every worker is forked now, before `chunks` starts a query: no store cursor is open in the fork.
                 pool.submit(_ready).result()
                 pending: deque[tuple[Future[R], int]] = deque()
