@@ -83,7 +83,8 @@ def main() -> None:
             simulate(SimConfig(users=1136 * (10 if size == "10x" else 1), seed=1), sim)
         store = args.workdir / f"run-store-{size}.duckdb"
         cache = args.workdir / f"run-cache-{size}"
-        for p in (store, cache):
+        # A killed bench's write-ahead log would not match the store copied over it (DuckDB refuses to open it).
+        for p in (store, cache, store.with_name(store.name + ".wal")):
             if p.is_dir():
                 shutil.rmtree(p)
             elif p.exists():
