@@ -15,7 +15,7 @@ from agent_factory.evaluators.core import AtomicDatum
 from agent_factory.evaluators.core.columns import FIELDS, DataColumns
 from agent_factory.evaluators.core.model import PRIMARY_RATER
 from agent_factory.factory.store.base import Store
-from agent_factory.factory.store.rows import append_arrow, dumps, one_per_key
+from agent_factory.factory.store.rows import Batch, dumps, one_per_key
 from agent_factory.factory.store.schema import DATUM_COLUMNS
 
 
@@ -71,40 +71,43 @@ def last_per_key(table: pa.Table) -> pa.Table:
 
 
 class DataBatch:
-    """Atomic data waiting to be appended, as columns (or tables made elsewhere), flushed as one Arrow table."""
+    """Atomic data waiting to be appended, as columns (or tables made elsewhere: a worker's), flushed as one
+    Arrow table through a `Batch` (a datum queued later replaces one of the same key)."""
 
     def __init__(self, store: Store, *, run_id: str, size: int = 50_000) -> None:
-        self.store, self.run_id, self.size = store, run_id, size
+        self.run_id, self.size = run_id, size
         self.cols = DataColumns()
-        self.tables: list[pa.Table] = []
-        self.table_rows = 0
-        self.fresh = False
+        self.batch = Batch(store, "atomic_data", size=size)
+
+    @property
+    def fresh(self) -> bool:
         """Whether no stored datum can share a key with the data queued from now on (`append_arrow`'s `fresh`)."""
+        return self.batch.fresh
+
+    @fresh.setter
+    def fresh(self, value: bool) -> None:
+        self.batch.fresh = value
 
     def add(self, cols: DataColumns) -> None:
         """Queue data; flush once the batch is full."""
         self.cols.extend(cols)
-        if len(self.cols) + self.table_rows >= self.size:
+        if len(self.cols) + self.batch.table_rows >= self.size:
             self.flush()
 
     def add_table(self, table: pa.Table) -> None:
         """Queue data already made an `atomic_data` table of this run (`data_table`: a worker's chunk)."""
-        self.tables.append(table)
-        self.table_rows += table.num_rows
-        if len(self.cols) + self.table_rows >= self.size:
-            self.flush()
+        self._queue_columns()
+        self.batch.add_table(table)
 
     def flush(self) -> None:
         """Append the queued data (a stored datum of the same key is replaced) and empty the batch."""
-        tables, self.tables, self.table_rows = self.tables, [], 0
+        self._queue_columns()
+        self.batch.flush()
+
+    def _queue_columns(self) -> None:
         if len(self.cols):
-            tables.append(data_table(self.cols, run_id=self.run_id))
+            self.batch.add_table(data_table(self.cols, run_id=self.run_id))
             self.cols = DataColumns()
-        if not tables:
-            return
-        # Each table has one row per key; tables queued together may share one (the last written wins).
-        table = tables[0] if len(tables) == 1 else last_per_key(pa.concat_tables(tables))
-        append_arrow(self.store.con, "atomic_data", table, fresh=self.fresh)
 
 
 def drop_items(store: Store, *, keep: Collection[str]) -> int:
