@@ -37,7 +37,8 @@ OLD = "Each reservation can have at most five passengers."
 NEW = "Each reservation can have at most four passengers."
 
 BUILD = r"""
-import json, resource, sys, time
+import json, sys, time
+from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
 from agent_factory.factory.compile import build_suite
 from agent_factory.factory.review import approve_suite
@@ -46,11 +47,12 @@ t0 = time.perf_counter()
 rep = build_suite(spec, pack="airline", out=suite)
 approve_suite(suite, by="bench")
 print(json.dumps({"seconds": time.perf_counter() - t0, "clauses": len(rep.clauses), "uncompiled": len(rep.uncompiled),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 INGEST = r"""
-import json, resource, sys, time
+import json, sys, time
+from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
 from agent_factory.factory.ingest import ingest_paths
 from agent_factory.factory.store import Store
@@ -61,11 +63,12 @@ with Store(store) as st:
     rep = ingest_paths(st, [traces], pack=load_suite(suite, pack=None).pack)
 print(json.dumps({"seconds": time.perf_counter() - t0, "read": rep.read, "accepted": rep.accepted,
                   "quarantined": rep.quarantined,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 RUN = r"""
-import json, resource, sys, time
+import json, sys, time
+from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
 from agent_factory.factory.run import Runner
@@ -82,7 +85,7 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "trigger": rep.plan["trig
                   "model_calls": rep.model_calls, "definitions": rep.plan["definitions_recollected"],
                   "definitions_total": rep.plan["definitions_total"], "analyses": rep.plan["analyses_rerun"],
                   "analyses_total": rep.plan["analyses_total"], "results": rep.results, "units": rep.units,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                  "peak_rss_mb": peak_rss_mb()}))
 """
 
 

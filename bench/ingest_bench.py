@@ -2,7 +2,8 @@
 
 Usage:  .venv/bin/python bench/ingest_bench.py [--sizes 1x,10x,1m] [--workdir bench/out] [--workers auto|N]
 
-Each ingest runs in a fresh child process so its peak RSS (ru_maxrss) is its own. The 1M-span input is a
+Each ingest runs in a fresh child process so its peak RSS (VmHWM: `common.peak_rss_mb`) is its own; "tree MB"
+is the peak of the summed PSS of the ingest and its workers (`common.TreeMemory`). The 1M-span input is a
 generated OTLP JSON-lines file (the simulator's format) so the run needs no simulation time. Memory must not
 grow with the number of records: compare the peak RSS column across sizes.
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import sys
 import time
 from pathlib import Path
@@ -21,10 +21,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from common import child_json  # noqa: E402
+from common import child_json, peak_rss_mb  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
+from bench.common import TreeMemory, parse_seconds, peak_rss_mb  # the child runs in the repository's root
+tree = TreeMemory()
 from pathlib import Path
 from agent_factory.factory.store import Store
 from agent_factory.factory.ingest import ingest_paths
@@ -38,11 +40,11 @@ with Store(store) as st:
     spans = st.con.execute("SELECT count(*) FROM spans").fetchone()[0]
     turns = st.con.execute("SELECT count(*) FROM turns").fetchone()[0]
 dt = time.perf_counter() - t0
-from bench.common import parse_seconds  # the child runs in the repository's root
+tree_mb = tree.stop()
 parse_dt = parse_seconds(src)
 print(json.dumps({"seconds": dt, "spans": spans, "turns": turns, "read": rep.read, "accepted": rep.accepted,
                   "quarantined": rep.quarantined, "parse_only_seconds": parse_dt,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_rss_mb": peak_rss_mb(), "tree_peak_mb": tree_mb,
                   "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
@@ -135,14 +137,15 @@ def main() -> None:
         print(json.dumps(r), flush=True)
     print()
     print(f"{'size':>5} {'input MB':>9} {'spans':>9} {'turns':>8} {'quar':>5} {'sec':>7} {'spans/s':>9} "
-          f"{'x parse':>8} {'peak RSS MB':>12} {'worker MB':>10}")
+          f"{'x parse':>8} {'peak RSS MB':>12} {'worker MB':>10} {'tree MB':>8}")
     for r in rows:
         print(f"{r['size']:>5} {r['input_mb']:>9.1f} {r['spans']:>9,} {r['turns']:>8,} {r['quarantined']:>5} "
               f"{r['seconds']:>7.1f} {r['spans_per_s']:>9,.0f} {r['parse_ratio']:>8.1f} {r['peak_rss_mb']:>12.0f} "
-              f"{r['worker_peak_rss_mb']:>10.0f}")
+              f"{r['worker_peak_rss_mb']:>10.0f} {r['tree_peak_mb']:>8.0f}")
     print("(peak RSS: the ingesting process; worker MB: the largest worker's peak, 0 without workers; each worker "
-          "is a fork, so pages it shares with the ingesting process count in both)")
-    print(f"(bench process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)")
+          "is a fork, so pages it shares with the ingesting process count in both; tree MB: the process and its "
+          "workers together, each shared page once, sampled every 0.5 s)")
+    print(f"(bench process peak RSS {peak_rss_mb():.0f} MB)")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ here) and of the store are printed after the cold run.
 
 Usage:  .venv/bin/python bench/run_bench.py [--sizes 1x,10x] [--workdir bench/out] [--workers auto|N]
 
-Each run is a fresh child process so its peak RSS (ru_maxrss) is its own. No model is configured, so
-model-tier items are recorded uncollected (the figure measures rules, cache and analyses).
+Each run is a fresh child process so its peak RSS (VmHWM: `common.peak_rss_mb`) is its own; "tree MB" is the
+peak of the summed PSS of the run and its workers (`common.TreeMemory`), the memory they take together. No model
+is configured, so model-tier items are recorded uncollected (the figure measures rules, cache and analyses).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from common import child_json  # noqa: E402
 CHILD = r"""
 import json, resource, sys, time
 start = time.perf_counter()
+from bench.common import TreeMemory, parse_seconds, peak_rss_mb  # the child runs in the repository's root
+tree = TreeMemory()
 from pathlib import Path
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
 from agent_factory.factory.run import Runner
@@ -42,12 +45,12 @@ with Store(store) as st:
     rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full, workers=workers).run()
     dt = time.perf_counter() - t0
 process = time.perf_counter() - start
-from bench.common import parse_seconds  # the child runs in the repository's root
+tree_mb = tree.stop()
 parse = parse_seconds(src)
 print(json.dumps({"seconds": dt, "process_seconds": process, "parse_only_seconds": parse, "units": rep.units,
                   "trigger": rep.plan["trigger"], "items": rep.items,
                   "model_calls": rep.model_calls,
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_rss_mb": peak_rss_mb(), "tree_peak_mb": tree_mb,
                   "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
 """
 
@@ -108,14 +111,15 @@ def main() -> None:
     print()
     print(f"{'size':>5} {'phase':>7} {'turns':>8} {'units':>8} {'sec':>7} {'turns/s':>8} {'x parse':>8} "
           f"{'collected':>10} {'reused':>9} {'kept':>9} {'calls':>6} {'peak RSS MB':>12} {'worker MB':>10} "
-          f"{'cache MB':>9} {'store MB':>9}")
+          f"{'tree MB':>8} {'cache MB':>9} {'store MB':>9}")
     for r in rows:
         print(f"{r['size']:>5} {r['phase']:>7} {r['turns']:>8,} {sum(r['units'].values()):>8,} {r['seconds']:>7.1f} "
               f"{r['turns_per_s']:>8,.0f} {r['parse_ratio']:>8.1f} {r['items']['collected']:>10,} "
               f"{r['items']['reused']:>9,} {r['items']['kept']:>9,} {r['model_calls']:>6} {r['peak_rss_mb']:>12.0f} "
-              f"{r['worker_peak_rss_mb']:>10.0f} {r['cache_mb']:>9.2f} {r['store_mb']:>9.1f}")
+              f"{r['worker_peak_rss_mb']:>10.0f} {r['tree_peak_mb']:>8.0f} {r['cache_mb']:>9.2f} {r['store_mb']:>9.1f}")
     print("(peak RSS: the running process; worker MB: the largest worker's peak, 0 without workers; each worker is "
-          "a fork, so pages it shares with the running process count in both)")
+          "a fork, so pages it shares with the running process count in both; tree MB: the process and its workers "
+          "together, each shared page once, sampled every 0.5 s)")
 
 
 def _size(path: Path) -> int:
