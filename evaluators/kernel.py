@@ -28,6 +28,7 @@ from agent_factory.evaluators.core import (
 )
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.model import PRIMARY_RATER
+from agent_factory.evaluators.core.rows import LayerRows
 from agent_factory.knowledge_packs import KnowledgePack
 
 LAYERS: tuple[Layer, ...] = ("span", "trace", "conversation", "engagement")
@@ -274,9 +275,13 @@ def row_order(r: UnitRow) -> tuple[Any, ...]:
 
 
 def freeze(rows: Mapping[Layer, Iterable[UnitRow]], *, horizon: float | None) -> Observations:
-    """Observations no analysis can change: each layer a tuple in `row_order`, the layers a read-only map."""
-    return Observations(rows=MappingProxyType({layer: tuple(sorted(rows.get(layer, ()), key=row_order))
-                                               for layer in LAYERS}), horizon=horizon)
+    """Observations no analysis can change: each layer a `LayerRows` in `row_order` (one given as `LayerRows`, as
+    the store's loader makes them, is in that order already), the layers a read-only map."""
+    def frozen(layer: Layer) -> LayerRows:
+        got = rows.get(layer, ())
+        return got if isinstance(got, LayerRows) else LayerRows.from_rows(layer, sorted(got, key=row_order))
+
+    return Observations(rows=MappingProxyType({layer: frozen(layer) for layer in LAYERS}), horizon=horizon)
 
 
 def observations(batches: Iterable[DatumBatch], *, items: Iterable[str], horizon: float | None,

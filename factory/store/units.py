@@ -8,12 +8,15 @@ from collections.abc import Callable, Collection, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_factory.evaluators.core import Layer, UnitRow, Value
+from agent_factory.evaluators.core import LAYERS, Layer, Value
 from agent_factory.evaluators.core.model import PRIMARY_RATER
-from agent_factory.evaluators.kernel import UnitRecord, row_order
+from agent_factory.evaluators.core.rows import Coded, LayerRows
+from agent_factory.evaluators.kernel import UnitRecord
 from agent_factory.factory.store.base import Store
 
 
@@ -46,13 +49,12 @@ def drop_users(store: Store, users: Collection[str] | None) -> int:
 
 
 def load_rows(store: Store, *, items: Collection[str], all_segments: bool = False,
-              rater: str = PRIMARY_RATER) -> dict[Layer, list[UnitRow]]:
+              rater: str = PRIMARY_RATER) -> dict[Layer, LayerRows]:
     """The analysed units with `rater`'s values (and facts) of `items`, per layer, in `row_order`; with
     `all_segments`, also the turns of excluded traffic (collected for the components that count them)."""
-    # No ORDER BY: DuckDB hands back one row per unit unsorted (a sort would hold them in its buffer pool); each
-    # layer is sorted in Python.
     with store.memory_capped():
-        return _load_rows(store, items=items, all_segments=all_segments, rater=rater)
+        return {layer: _load_layer(store, layer, items=sorted(items), all_segments=all_segments, rater=rater)
+                for layer in LAYERS}
 
 
 _ITEM_SEP, _PAIR_SEP = "\x1f", "\x1e"  # neither occurs in an item id or a value (a fixed vocabulary)
@@ -64,31 +66,38 @@ _BATCH = 50_000
 """Rows per Arrow batch of a load (a batch's Python values are made at once, then dropped)."""
 
 
-def _shared(col: pa.Array[Any], make: Callable[[Any], Any]) -> list[Any]:
-    """The column's cells as Python values, one object per distinct value, made by `make` (None stays None): a
-    column of few distinct values (a layer, a user, a unit's values folded into one string) costs one object each."""
-    enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(col))
-    distinct = [None if v is None else make(v) for v in enc.dictionary.to_pylist()]
-    return [None if k is None else distinct[k] for k in enc.indices.to_pylist()]
+def _coded(col: pa.ChunkedArray[Any] | pa.Array[Any], make: Callable[[Any], Any]) -> Coded:
+    """A column of few distinct values as codes, each distinct value made once by `make` (None stays None)."""
+    enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(
+        col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col))
+    vocab = [None if v is None else make(v) for v in enc.dictionary.to_pylist()]
+    codes = enc.indices.fill_null(len(vocab)).to_numpy(zero_copy_only=False).astype(np.int32)
+    return Coded(codes, (*vocab, None))
 
 
-def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rater: str) -> dict[Layer, list[UnitRow]]:
+def _epochs(col: Any) -> npt.NDArray[np.float64]:
+    """Epoch seconds, a missing time as NaN (how `LayerRows` holds it)."""
+    filled = col.cast(pa.float64()).fill_null(float("nan"))
+    return cast("npt.NDArray[np.float64]", filled.to_numpy().astype(np.float64))
+
+
+def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: bool, rater: str) -> LayerRows:
+    # One layer at a time, each held as columns (`LayerRows`). At 10x the default simulation the largest group's
+    # 502k rows held 161 MB of Python objects as tuples and hold 84 MB as columns (73 of them the facts' maps),
+    # and load in 3.7 s against 6.8; DuckDB's aggregate of one layer's values is smaller than that of all four.
     # A unit's values come from a small vocabulary over a fixed set of items, so few units differ: 88 distinct
     # value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. DuckDB folds each unit's
     # values into one string; every unit with the same string shares one read-only map, and units without facts
-    # share one empty map. At 10x the default simulation (415 distinct maps among 518k units) the rows took
-    # 275 MB, against 496 MB with two dicts per unit, and loading and analysing went from 27.7 to 20.1 s.
-    # The rows come as Arrow batches (DuckDB's tuples cost a Python object per cell), and every string column
-    # holds one object per distinct value (`_shared`); so do the facts (903k facts, 124k distinct, at 10x).
+    # share one empty map. The facts' values are made once per distinct value too (903k facts, 124k distinct,
+    # at 10x).
     same: dict[Any, Any] = {}
     one = same.setdefault
 
     def intern(v: Any) -> Any:
         return one(v, v)
 
-    wanted = sorted(items)
     cur = store.con.cursor()
-    facts: dict[tuple[str, str], dict[str, float | str | None]] = {}
+    facts: dict[str, dict[str, float | str | None]] = {}
     parsed: dict[str, Any] = {}
 
     def fact_value(text: str) -> Any:
@@ -100,43 +109,65 @@ def _load_rows(store: Store, *, items: Collection[str], all_segments: bool, rate
         return v
 
     fact_rows = cur.sql(
-        "SELECT d.layer, d.unit_id, d.item, d.fact FROM atomic_data d WHERE d.item IN (SELECT unnest(?))"
-        " AND d.rater = ? AND d.fact IS NOT NULL AND d.fact <> 'null'", params=[wanted, rater])
+        "SELECT d.unit_id, d.item, d.fact FROM atomic_data d WHERE d.layer = ? AND d.item IN (SELECT unnest(?))"
+        " AND d.rater = ? AND d.fact IS NOT NULL AND d.fact <> 'null'", params=[layer, items, rater])
     for batch in fact_rows.to_arrow_reader(_BATCH):
-        layer, unit, item, fact = (batch.column(k) for k in range(4))
-        for key, it, v in zip(zip(_shared(layer, intern), unit.to_pylist(), strict=True), _shared(item, intern),
-                              _shared(fact, fact_value), strict=True):
-            facts.setdefault(key, {})[it] = v
-    unit_rows = cur.sql(
-        "SELECT u.unit_id, u.layer, u.user_id, u.conversation_id, u.idx, u.start_epoch, u.end_epoch, u.mode, d.vals"
-        " FROM units u LEFT JOIN (SELECT unit_id, layer,"
+        unit, item, fact = (batch.column(k) for k in range(3))
+        for uid, it, v in zip(unit.to_pylist(), _coded(item, intern).cells(0, len(item)),
+                              _coded(fact, fact_value).cells(0, len(fact)), strict=True):
+            facts.setdefault(uid, {})[it] = v
+    # No ORDER BY: DuckDB would hold the rows in its buffer pool to sort them; Arrow sorts the columns below.
+    reader = cur.sql(
+        "SELECT u.unit_id, u.user_id, u.conversation_id, coalesce(u.idx, 0) AS idx, u.start_epoch, u.end_epoch,"
+        " u.mode, d.vals FROM units u LEFT JOIN (SELECT unit_id,"
         f"  string_agg(item || '{_ITEM_SEP}' || value, '{_PAIR_SEP}') AS vals FROM atomic_data"
-        "  WHERE item IN (SELECT unnest(?)) AND rater = ? GROUP BY unit_id, layer) d"
-        " ON d.unit_id = u.unit_id AND d.layer = u.layer WHERE u.analysed OR ?",
-        params=[wanted, rater, all_segments])
+        "  WHERE layer = ? AND item IN (SELECT unnest(?)) AND rater = ? GROUP BY unit_id) d"
+        " ON d.unit_id = u.unit_id WHERE u.layer = ? AND (u.analysed OR ?)",
+        params=[layer, items, rater, layer, all_segments]).to_arrow_reader(_BATCH)
 
-    maps: dict[str, Mapping[str, Value]] = {}
+    code_of: dict[str, int] = {}
+    vocab: list[Mapping[str, Value]] = [_EMPTY]  # code 0: a unit with no values
 
-    def shared_values(vals: str) -> Mapping[str, Value]:
-        m = maps.get(vals)
-        if m is None:
+    def values_code(vals: Any) -> int:
+        code = code_of.get(vals)
+        if code is None:
             # Sorted: the string's order is DuckDB's, a map's (what iterating it gives) is the items'.
             pairs = sorted(p.split(_ITEM_SEP, 1) for p in vals.split(_PAIR_SEP))
-            m = maps[vals] = MappingProxyType({intern(k): intern(v) for k, v in pairs})
-        return m
+            code = code_of[vals] = len(vocab)
+            vocab.append(MappingProxyType({intern(k): intern(v) for k, v in pairs}))
+        return code
 
-    rows: dict[Layer, list[UnitRow]] = {"span": [], "trace": [], "conversation": [], "engagement": []}
-    for batch in unit_rows.to_arrow_reader(_BATCH):
-        c = batch.column
-        for unit_id, layer, user_id, conv_id, idx, start, end, mode, values in zip(
-                c(0).to_pylist(), _shared(c(1), intern), _shared(c(2), intern), _shared(c(3), intern),
-                c(4).to_pylist(), c(5).to_pylist(), c(6).to_pylist(), _shared(c(7), intern),
-                _shared(c(8), shared_values), strict=True):
-            f = facts.pop((layer, unit_id), None)
-            if f is not None and len(f) > 1:
-                f = dict(sorted(f.items()))
-            rows[layer].append(UnitRow(unit_id, layer, user_id, conv_id, idx or 0, start, end, mode,
-                                       _EMPTY if values is None else values, _EMPTY if f is None else f))
-    for lst in rows.values():
-        lst.sort(key=row_order)
-    return rows
+    # Each batch's folded values become codes as it comes (the strings of 86k traces' values take some 120 MB).
+    columns = [f.name for f in reader.schema if f.name != "vals"]
+    parts: list[pa.RecordBatch] = []
+    codes: list[npt.NDArray[np.int32]] = []
+    for batch in reader:
+        enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(batch.column("vals")))
+        lut = np.array([*map(values_code, enc.dictionary.to_pylist()), 0], dtype=np.int32)
+        codes.append(lut[enc.indices.fill_null(len(lut) - 1).to_numpy(zero_copy_only=False)])
+        parts.append(batch.select(columns))
+    table: Any = pa.Table.from_batches(parts, schema=reader.schema.remove(reader.schema.get_field_index("vals")))
+    del parts
+    # `row_order`: (user or "", start or 0, conversation or "", position, unit id); Arrow orders strings by their
+    # UTF-8 bytes, which is Python's order of their code points.
+    keys: dict[str, Any] = {
+        "u": table["user_id"].fill_null(""), "s": table["start_epoch"].cast(pa.float64()).fill_null(0.0),
+        "c": table["conversation_id"].fill_null(""), "p": table["idx"], "id": table["unit_id"]}
+    order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])
+    table = table.take(order)
+    values = Coded(np.concatenate(codes)[order.to_numpy()] if codes else np.empty(0, dtype=np.int32), tuple(vocab))
+    del order, codes
+    unit_id = table["unit_id"].combine_chunks()
+
+    def facts_of(uid: Any) -> Mapping[str, float | str | None]:
+        f = facts.pop(uid, None)
+        if f is None:
+            return _EMPTY
+        return dict(sorted(f.items())) if len(f) > 1 else f
+
+    return LayerRows(
+        layer, unit_id=unit_id, user_id=_coded(table["user_id"], intern),
+        conversation_id=_coded(table["conversation_id"], intern),
+        position=table["idx"].to_numpy().astype(np.int64), start=_epochs(table["start_epoch"]),
+        end=_epochs(table["end_epoch"]), mode=_coded(table["mode"], intern), values=values,
+        facts=[facts_of(uid) for uid in unit_id.to_pylist()] if facts else [_EMPTY] * len(unit_id))

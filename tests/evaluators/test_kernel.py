@@ -16,6 +16,7 @@ from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect import Cascade, load_model_config
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, EngagementView, Layer
+from agent_factory.evaluators.core.rows import LayerRows
 from agent_factory.factory.pipeline.engine import analysis_groups, definitions_by_layer, injection_pointers
 from agent_factory.factory.run import Runner
 from agent_factory.factory.simulate import SimConfig, simulate
@@ -104,7 +105,7 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
     rows = []
     for all_segments, items, analyses in groups:
         obs = kernel.observations(batches, items=items, horizon=horizon, all_segments=all_segments)
-        assert isinstance(obs.rows, MappingProxyType) and all(isinstance(r, tuple) for r in obs.rows.values())
+        assert isinstance(obs.rows, MappingProxyType) and all(isinstance(r, LayerRows) for r in obs.rows.values())
         # Row for row as the store gives them, values and facts iterated in the same (item) order.
         assert {layer: [(r.unit_id, list(r.values.items()), list(r.facts.items())) for r in rs]
                 for layer, rs in obs.rows.items()} == {
