@@ -99,6 +99,9 @@ class UserUnits:
     """Sessions of real traffic (None if the user has none)."""
     excluded: tuple[Turn, ...]
     """Turns of excluded segments (internal, cached clicks, synthetic)."""
+    piece: int = 0
+    """Which piece of the user this is: a user's excluded turns may come in several (each a unit alone, they
+    need no other turn), the real ones always in the last; the user counts once, at piece 0."""
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,14 @@ from agent_factory.evaluators.kernel import UserUnits
 from agent_factory.factory.store import Store
 
 __all__ = [
-    "UnitContext", "build_conversations", "engagement_view", "group_user_units", "iter_user_units", "unit_context",
-    "user_key",
+    "EXCLUDED_PIECE_TURNS", "UnitContext", "build_conversations", "engagement_view", "group_user_units",
+    "iter_user_units", "unit_context", "user_key",
 ]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+EXCLUDED_PIECE_TURNS = 400
+"""Excluded turns of one user per `UserUnits` at most (as many as a worker's chunk holds: `CHUNK_TURNS`)."""
 
 
 def user_key(turn: Turn) -> str:
@@ -133,14 +136,28 @@ def group_user_units(
     horizon: datetime | None, window_days: float,
 ) -> Iterator[UserUnits]:
     """The units of each user of `turns` ((turn, traffic segment) pairs, one user's turns together, in time
-    order): pure, so units held in memory are built exactly as the store's are."""
+    order): pure, so units held in memory are built exactly as the store's are.
+
+    A user's excluded turns go out in pieces of `EXCLUDED_PIECE_TURNS` as they come (`UserUnits.piece`), its real
+    turns whole, with the rest of its excluded ones, in its last piece: an internal test account that grows
+    with the traffic (6,691 turns at 10x the default simulation) is never held whole."""
     for key, group in groupby(turns, key=lambda ts: user_key(ts[0])):
-        pairs = list(group)
-        real = [t for t, seg in pairs if seg == "real"]
-        excluded = tuple(t for t, seg in pairs if seg != "real")
+        real: list[Turn] = []
+        excluded: list[Turn] = []
+        piece = 0
+        for t, seg in group:
+            if seg == "real":
+                real.append(t)
+                continue
+            excluded.append(t)
+            if len(excluded) == EXCLUDED_PIECE_TURNS:
+                yield UserUnits(user_key=key, view=None, excluded=tuple(excluded), piece=piece)
+                excluded, piece = [], piece + 1
+        if not real and not excluded:
+            continue  # the last piece was full
         view = None
         if real:
             convs = build_conversations(real, events=events_by_conv, attributes=attributes)
             view = engagement_view(key, convs, user_events=events_by_user.get(key, []), horizon=horizon,
                                    window_days=window_days)
-        yield UserUnits(user_key=key, view=view, excluded=excluded)
+        yield UserUnits(user_key=key, view=view, excluded=tuple(excluded), piece=piece)

@@ -45,6 +45,22 @@ def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> Non
     assert progress[-1] == 20 and progress == sorted(progress)
 
 
+def test_a_user_in_pieces_counts_once() -> None:
+    def source(keys: Collection[str] | None) -> Iterator[UserUnits]:
+        for k in ("a", "b", "c"):
+            for piece in range(3 if k == "b" else 1):
+                yield UserUnits(user_key=k, view=None, excluded=(), piece=piece)
+
+    async def work(u: UserUnits) -> DatumBatch:
+        return DatumBatch(user_key=u.user_key, units=(), data=())
+
+    done: list[str] = []
+    progress: list[int] = []
+    n = LocalExecutor(concurrency=1, progress=progress.append).run(
+        None, source=source, work=work, sink=lambda b: done.append(b.user_key))
+    assert n == 3 and done == ["a", "b", "b", "b", "c"] and progress[-1] == 3
+
+
 def _pid_and_turns(chunk: list) -> tuple[int, int]:
     if len(chunk) == 13:
         raise ValueError("a rule failed on chunk 13")

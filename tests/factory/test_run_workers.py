@@ -155,6 +155,55 @@ def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int
                 assert all(len(rows) >= turns for rows in got[:-1]) and len(got) > 1
 
 
+def test_one_process_reads_excluded_turns_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The one-process reader (`--workers 1`, model runs) holds at most `EXCLUDED_PIECE_TURNS` excluded turns of a
+    # user at a time; the real ones come whole, with the view, in the user's last piece, which counts once.
+    from agent_factory.factory import units
+    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.store import Store
+    from agent_factory.knowledge_packs import load_pack
+
+    src = tmp_path / "chat.jsonl"
+    convs = [("u1", 2), ("u3", 6), ("u1", 3), ("u4", 1)]
+    with open(src, "w", encoding="utf-8") as f:
+        for c, (user, n) in enumerate(convs):
+            messages = [m for k in range(n) for m in ({"role": "user", "content": f"q{c}.{k}"},
+                                                     {"role": "assistant", "content": f"a{c}.{k}"})]
+            f.write(json.dumps({"id": f"c{c}", "user_id": user, "messages": messages}) + "\n")
+    monkeypatch.setattr(units, "EXCLUDED_PIECE_TURNS", 2)
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [src], pack=load_pack("default"))
+        st.con.execute("UPDATE turns SET segment = 'internal_test' WHERE user_id = 'u3' OR conversation_id = 'c0'")
+        got = [(u.user_key, u.piece, len(u.excluded), u.view is not None and sum(len(c.turns) for c in
+                u.view.conversations)) for u in units.iter_user_units(st, window_days=30, horizon=st.horizon())]
+    assert got == [("u1", 0, 2, False), ("u1", 1, 0, 3), ("u3", 0, 2, False), ("u3", 1, 2, False),
+                   ("u3", 2, 2, False), ("u4", 0, 0, 1)]
+
+
+def test_one_process_in_pieces_writes_what_it_writes_whole(
+    sim_store: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agent_factory.factory import units
+
+    one, two = _copies(sim_store[0], tmp_path)
+    whole = _run(one, "--full", "--workers", "1")
+    pieces: list[int] = []
+    group = units.group_user_units
+
+    def recording(*a: object, **k: object) -> object:
+        for u in group(*a, **k):  # type: ignore[arg-type]
+            pieces.append(u.piece)
+            yield u
+
+    monkeypatch.setattr(units, "EXCLUDED_PIECE_TURNS", 3)
+    monkeypatch.setattr(units, "group_user_units", recording)
+    cut = _run(two, "--full", "--workers", "1")
+    assert max(pieces) >= 1 and pieces.count(0) == whole["plan"]["users_total"]
+    _same_report(whole, cut)
+    diff = _differences(one, two)
+    assert all(n > 0 and ab == ba == 0 for n, ab, ba in diff.values()), diff
+
+
 def test_tables_queued_together_keep_the_last_datum_of_a_key(tmp_path: Path) -> None:
     from agent_factory.evaluators.core.columns import DataColumns
     from agent_factory.evaluators.core.model import CollectorIdentity

@@ -23,25 +23,24 @@ class LocalExecutor:
 
     async def _run(self, keys: Collection[str] | None, *, source: UnitSource, work: Work, sink: Sink) -> int:
         sem = asyncio.Semaphore(self.concurrency)
-        pending: set[asyncio.Task[None]] = set()
+        pending: set[asyncio.Task[int]] = set()
         done_users = 0
 
-        async def one(u: UserUnits) -> None:
+        async def one(u: UserUnits) -> int:
             async with sem:
                 sink(await work(u))
+            return 1 if u.piece == 0 else 0  # a user cut into pieces counts once
 
         for u in source(keys):
             pending.add(asyncio.create_task(one(u)))
             if len(pending) >= self.concurrency * 2:
                 finished, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for f in finished:
-                    f.result()
-                    done_users += 1
+                    done_users += f.result()
                 if self.progress:
                     self.progress(done_users)
         for rest in asyncio.as_completed(pending):
-            await rest
-            done_users += 1
+            done_users += await rest
         if self.progress:
             self.progress(done_users)
         return done_users
