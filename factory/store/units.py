@@ -57,7 +57,6 @@ def load_rows(store: Store, *, items: Collection[str], all_segments: bool = Fals
                 for layer in LAYERS}
 
 
-_ITEM_SEP, _PAIR_SEP = "\x1f", "\x1e"  # neither occurs in an item id or a value (a fixed vocabulary)
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 """The values and the facts of a unit that has none."""
 
@@ -86,10 +85,9 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
     # 502k rows held 161 MB of Python objects as tuples and hold 84 MB as columns (73 of them the facts' maps),
     # and load in 3.7 s against 6.8; DuckDB's aggregate of one layer's values is smaller than that of all four.
     # A unit's values come from a small vocabulary over a fixed set of items, so few units differ: 88 distinct
-    # value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. DuckDB folds each unit's
-    # values into one string; every unit with the same string shares one read-only map, and units without facts
-    # share one empty map. The facts' values are made once per distinct value too (903k facts, 124k distinct,
-    # at 10x).
+    # value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. Every unit with the same
+    # values shares one read-only map (below), and units without facts share one empty map. The facts' values
+    # are made once per distinct value too (903k facts, 124k distinct, at 10x).
     same: dict[Any, Any] = {}
     one = same.setdefault
 
@@ -116,38 +114,38 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
         for uid, it, v in zip(unit.to_pylist(), _coded(item, intern).cells(0, len(item)),
                               _coded(fact, fact_value).cells(0, len(fact)), strict=True):
             facts.setdefault(uid, {})[it] = v
+    # A unit's values as a bitmap over the layer's distinct (item, value) pairs, in 64-bit words: DuckDB's state
+    # per unit is a few words, not the string of its values (at 10x the default simulation, 117 MB of aggregate
+    # and Arrow batches for the traces' strings), and every unit with the same bitmap shares one read-only map.
+    pairs = cur.sql(
+        "SELECT DISTINCT item, value FROM atomic_data WHERE layer = ? AND item IN (SELECT unnest(?)) AND rater = ?"
+        " AND value IS NOT NULL ORDER BY item, value", params=[layer, items, rater]).to_arrow_table()
+    words = max(1, -(-pairs.num_rows // 64))
+    cur.register("value_pairs", pa.table({"item": pairs["item"], "value": pairs["value"],
+                                          "pid": pa.array(range(pairs.num_rows), pa.int64())}))
+    bits = ", ".join(f"bit_or(CASE WHEN p.pid // 64 = {w} THEN 1::UBIGINT << (p.pid % 64) END) AS w{w}"
+                     for w in range(words))
     # No ORDER BY: DuckDB would hold the rows in its buffer pool to sort them; Arrow sorts the columns below.
-    reader = cur.sql(
+    table: Any = cur.sql(
         "SELECT u.unit_id, u.user_id, u.conversation_id, coalesce(u.idx, 0) AS idx, u.start_epoch, u.end_epoch,"
-        " u.mode, d.vals FROM units u LEFT JOIN (SELECT unit_id,"
-        f"  string_agg(item || '{_ITEM_SEP}' || value, '{_PAIR_SEP}') AS vals FROM atomic_data"
-        "  WHERE layer = ? AND item IN (SELECT unnest(?)) AND rater = ? GROUP BY unit_id) d"
-        " ON d.unit_id = u.unit_id WHERE u.layer = ? AND (u.analysed OR ?)",
-        params=[layer, items, rater, layer, all_segments]).to_arrow_reader(_BATCH)
+        f" u.mode, {', '.join(f'v.w{w}' for w in range(words))} FROM units u LEFT JOIN (SELECT d.unit_id, {bits}"
+        "  FROM atomic_data d JOIN value_pairs p ON p.item = d.item AND p.value = d.value"
+        "  WHERE d.layer = ? AND d.rater = ? GROUP BY d.unit_id) v"
+        " ON v.unit_id = u.unit_id WHERE u.layer = ? AND (u.analysed OR ?)",
+        params=[layer, rater, layer, all_segments]).to_arrow_table()
+    cur.unregister("value_pairs")
+    bitmap = np.stack([table[f"w{w}"].fill_null(0).to_numpy().astype(np.uint64) for w in range(words)], axis=1)
+    table = table.drop_columns([f"w{w}" for w in range(words)])
+    distinct, codes = np.unique(bitmap, axis=0, return_inverse=True)
+    del bitmap
+    names = [intern(v) for v in pairs["item"].to_pylist()]
+    values_of = [intern(v) for v in pairs["value"].to_pylist()]
 
-    code_of: dict[str, int] = {}
-    vocab: list[Mapping[str, Value]] = [_EMPTY]  # code 0: a unit with no values
+    def value_map(row: npt.NDArray[np.uint64]) -> Mapping[str, Value]:
+        pids = [w * 64 + b for w, word in enumerate(row.tolist()) for b in range(64) if word >> b & 1]
+        # In pid order, which is (item, value) order: a map iterates its items sorted, as stored rows always did.
+        return MappingProxyType({names[k]: values_of[k] for k in pids}) if pids else _EMPTY
 
-    def values_code(vals: Any) -> int:
-        code = code_of.get(vals)
-        if code is None:
-            # Sorted: the string's order is DuckDB's, a map's (what iterating it gives) is the items'.
-            pairs = sorted(p.split(_ITEM_SEP, 1) for p in vals.split(_PAIR_SEP))
-            code = code_of[vals] = len(vocab)
-            vocab.append(MappingProxyType({intern(k): intern(v) for k, v in pairs}))
-        return code
-
-    # Each batch's folded values become codes as it comes (the strings of 86k traces' values take some 120 MB).
-    columns = [f.name for f in reader.schema if f.name != "vals"]
-    parts: list[pa.RecordBatch] = []
-    codes: list[npt.NDArray[np.int32]] = []
-    for batch in reader:
-        enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(batch.column("vals")))
-        lut = np.array([*map(values_code, enc.dictionary.to_pylist()), 0], dtype=np.int32)
-        codes.append(lut[enc.indices.fill_null(len(lut) - 1).to_numpy(zero_copy_only=False)])
-        parts.append(batch.select(columns))
-    table: Any = pa.Table.from_batches(parts, schema=reader.schema.remove(reader.schema.get_field_index("vals")))
-    del parts
     # `row_order`: (user or "", start or 0, conversation or "", position, unit id); Arrow orders strings by their
     # UTF-8 bytes, which is Python's order of their code points.
     keys: dict[str, Any] = {
@@ -155,7 +153,7 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
         "c": table["conversation_id"].fill_null(""), "p": table["idx"], "id": table["unit_id"]}
     order = pc.sort_indices(pa.table(keys), sort_keys=[(k, "ascending") for k in keys])
     table = table.take(order)
-    values = Coded(np.concatenate(codes)[order.to_numpy()] if codes else np.empty(0, dtype=np.int32), tuple(vocab))
+    values = Coded(codes.reshape(-1).astype(np.int32)[order.to_numpy()], tuple(value_map(r) for r in distinct))
     del order, codes
     unit_id = table["unit_id"].combine_chunks()
 
