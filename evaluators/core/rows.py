@@ -12,7 +12,7 @@ as it moves on: some 0.5 us a row, 1.5 s over the 3M rows the analyses read at 1
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any, cast, overload
@@ -27,7 +27,6 @@ from agent_factory.evaluators.core.registry import UnitRow
 _CHUNK = 4096
 """Rows made at a time while iterating: small enough to stay in cache, large enough for the columns' bulk
 conversions to pay."""
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,11 +47,19 @@ class Coded:
         object.__setattr__(self, "_lookup", lookup)
 
     @classmethod
-    def of(cls, values: Sequence[Any]) -> Coded:
-        """Code hashable Python values, in order of first appearance."""
+    def of(cls, values: Sequence[Any], *, key: Callable[[Any], Any] | None = None) -> Coded:
+        """Code Python values in order of first appearance, two values the same when their `key` is (the
+        values themselves, hashable; `id` for value maps, which are not, and which the store's loader shares
+        among every unit with the same values)."""
         index: dict[Any, int] = {}
-        codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32, count=len(values))
-        return cls(codes, tuple(index))
+        vocab: list[Any] = []
+        codes = np.empty(len(values), dtype=np.int32)
+        for k, v in enumerate(values):
+            code = index.setdefault(v if key is None else key(v), len(vocab))
+            if code == len(vocab):
+                vocab.append(v)
+            codes[k] = code
+        return cls(codes, tuple(vocab))
 
     def cells(self, lo: int, hi: int) -> list[Any]:
         """The values of rows `lo` to `hi`."""
@@ -100,7 +107,7 @@ class LayerRows(Sequence[UnitRow]):
             position=np.array([r.position for r in rows], dtype=np.int64),
             start=np.array([nan(r.start) for r in rows], dtype=np.float64),
             end=np.array([nan(r.end) for r in rows], dtype=np.float64),
-            mode=Coded.of([r.mode for r in rows]), values=_by_identity([r.values for r in rows]),
+            mode=Coded.of([r.mode for r in rows]), values=Coded.of([r.values for r in rows], key=id),
             facts=[r.facts for r in rows])
 
     def __len__(self) -> int:
@@ -148,21 +155,6 @@ class LayerRows(Sequence[UnitRow]):
 
     def __repr__(self) -> str:
         return f"LayerRows({self.layer!r}, {len(self)} rows)"
-
-
-def _by_identity(maps: Sequence[Mapping[str, Any]]) -> Coded:
-    """Code value maps by identity (the store's loader hands one shared map to every unit with the same values;
-    a map is not hashable)."""
-    index: dict[int, int] = {}
-    vocab: list[Mapping[str, Any]] = []
-    codes = np.empty(len(maps), dtype=np.int32)
-    for k, m in enumerate(maps):
-        code = index.get(id(m))
-        if code is None:
-            code = index[id(m)] = len(vocab)
-            vocab.append(m)
-        codes[k] = code
-    return Coded(codes, tuple(vocab))
 
 
 __all__ = ["Coded", "LayerRows"]
