@@ -218,7 +218,9 @@ def ingest_paths(
 ) -> IngestReport:
     """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut.
     `workers`: processes that settle a large file's traces (None: one per core, up to 4; 1: this process)."""
-    with bulk_objects():  # records become many small objects at once: fewer collector passes over them
+    # DuckDB only appends what ingest writes and reads its staged spans once: the pages it would cache add to
+    # the peak and save nothing (at 10x the default simulation, 510 MB against 398, in the same time).
+    with bulk_objects(), store.memory_capped():  # records become many small objects at once: fewer GC passes
         return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits,
                              workers=workers if workers is not None else default_workers())
 

@@ -62,6 +62,22 @@ def test_ingest_is_idempotent_by_content(tmp_path: Path) -> None:
     assert again.read == 0 and after == before
 
 
+def test_ingest_runs_with_duckdb_memory_capped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Ingest only appends and reads its staged spans once: DuckDB's cache would only add to the peak.
+    from agent_factory.factory.store.base import limit_bytes
+
+    monkeypatch.delenv("AGENT_FACTORY_DUCKDB_MEMORY", raising=False)
+    src = ingest_bench.write_synthetic_otlp(tmp_path / "a.otlp.jsonl", spans=50)
+    with Store(tmp_path / "s.duckdb") as st:
+        def limit() -> float | None:
+            return limit_bytes(st.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+
+        seen: list[float | None] = []
+        ingest_paths(st, [src], pack=load_pack("default"), on_file=lambda _: seen.append(limit()))
+        assert seen == [pytest.approx(128e6, rel=0.01)]
+        assert limit() == pytest.approx(256e6, rel=0.01)
+
+
 def test_read_equals_accepted_plus_quarantined(tmp_path: Path) -> None:
     src = _chat_file(tmp_path / "chat.jsonl", 5)
     with open(src, "a", encoding="utf-8") as f:
