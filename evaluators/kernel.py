@@ -321,5 +321,5 @@ def analyse(obs: Observations, analyses: Sequence[Analysis], pack: KnowledgePack
     """Every analysis over the same observations, results in the order of `analyses`."""
     results: list[Result] = []
     for analysis in analyses:
-        results.extend(analysis.fn(obs, pack))
+        results.extend(analysis.fn(obs.only(analysis.layers), pack))
     return results

@@ -135,6 +135,13 @@ def analysis_groups(specs: Sequence[ComponentSpec], *, names: frozenset[str], ad
     return out
 
 
+def read_layers(analyses: Sequence[Analysis]) -> set[Layer] | None:
+    """The layers whose rows `analyses` read together (`Analysis.layers`); None when one may read any."""
+    if any(a.layers is None for a in analyses):
+        return None
+    return {layer for a in analyses for layer in a.layers or ()}
+
+
 class Runner:
     """Runs the pipeline graph over the store: collects what changed, reruns the analyses that read it.
 
@@ -273,7 +280,8 @@ class Runner:
         ran: set[str] = set()
         for all_segments, items, analyses in analysis_groups(self.specs, names=names, admitted=self.admitted,
                                                              component_of=self.component_of):
-            obs = kernel.freeze(load_rows(self.store, items=items, all_segments=all_segments), horizon=self.horizon)
+            obs = kernel.freeze(load_rows(self.store, items=items, all_segments=all_segments,
+                                          layers=read_layers(analyses)), horizon=self.horizon)
             tables.extend(analyse_group(
                 obs, analyses, self.pack, workers=workers,
                 to_table=lambda results: result_table(results, run_id=self.run_id, versions=versions)))

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 
 from agent_factory.evaluators.core import LAYERS, Layer, Value
 from agent_factory.evaluators.core.model import PRIMARY_RATER
-from agent_factory.evaluators.core.rows import Coded, LayerRows
+from agent_factory.evaluators.core.rows import Coded, FactColumns, LayerRows
 from agent_factory.evaluators.kernel import UnitRecord
 from agent_factory.factory.store.base import Store
 
@@ -49,12 +49,13 @@ def drop_users(store: Store, users: Collection[str] | None) -> int:
 
 
 def load_rows(store: Store, *, items: Collection[str], all_segments: bool = False,
-              rater: str = PRIMARY_RATER) -> dict[Layer, LayerRows]:
+              rater: str = PRIMARY_RATER, layers: Collection[Layer] | None = None) -> dict[Layer, LayerRows]:
     """The analysed units with `rater`'s values (and facts) of `items`, per layer, in `row_order`; with
-    `all_segments`, also the turns of excluded traffic (collected for the components that count them)."""
+    `all_segments`, also the turns of excluded traffic (collected for the components that count them).
+    `layers`: only these (None: every layer), in `LAYERS` order."""
     with store.memory_capped():
         return {layer: _load_layer(store, layer, items=sorted(items), all_segments=all_segments, rater=rater)
-                for layer in LAYERS}
+                for layer in LAYERS if layers is None or layer in layers}
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
@@ -95,7 +96,6 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
         return one(v, v)
 
     cur = store.con.cursor()
-    facts: dict[str, dict[str, float | str | None]] = {}
     parsed: dict[str, Any] = {}
 
     def fact_value(text: str) -> Any:
@@ -106,14 +106,6 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
                 v = intern(v)
         return v
 
-    fact_rows = cur.sql(
-        "SELECT d.unit_id, d.item, d.fact FROM atomic_data d WHERE d.layer = ? AND d.item IN (SELECT unnest(?))"
-        " AND d.rater = ? AND d.fact IS NOT NULL AND d.fact <> 'null'", params=[layer, items, rater])
-    for batch in fact_rows.to_arrow_reader(_BATCH):
-        unit, item, fact = (batch.column(k) for k in range(3))
-        for uid, it, v in zip(unit.to_pylist(), _coded(item, intern).cells(0, len(item)),
-                              _coded(fact, fact_value).cells(0, len(fact)), strict=True):
-            facts.setdefault(uid, {})[it] = v
     # A unit's values as a bitmap over the layer's distinct (item, value) pairs, in 64-bit words: DuckDB's state
     # per unit is a few words, not the string of its values (at 10x the default simulation, 117 MB of aggregate
     # and Arrow batches for the traces' strings), and every unit with the same bitmap shares one read-only map.
@@ -156,16 +148,38 @@ def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: b
     values = Coded(codes.reshape(-1).astype(np.int32)[order.to_numpy()], tuple(value_map(r) for r in distinct))
     del order, codes
     unit_id = table["unit_id"].combine_chunks()
-
-    def facts_of(uid: Any) -> Mapping[str, float | str | None]:
-        f = facts.pop(uid, None)
-        if f is None:
-            return _EMPTY
-        return dict(sorted(f.items())) if len(f) > 1 else f
-
+    facts = _load_facts(cur, layer, unit_id, items=items, rater=rater, make=fact_value)
     return LayerRows(
         layer, unit_id=unit_id, user_id=_coded(table["user_id"], intern),
         conversation_id=_coded(table["conversation_id"], intern),
         position=table["idx"].to_numpy().astype(np.int64), start=_epochs(table["start_epoch"]),
-        end=_epochs(table["end_epoch"]), mode=_coded(table["mode"], intern), values=values,
-        facts=[facts_of(uid) for uid in unit_id.to_pylist()] if facts else [_EMPTY] * len(unit_id))
+        end=_epochs(table["end_epoch"]), mode=_coded(table["mode"], intern), values=values, facts=facts)
+
+
+def _load_facts(cur: Any, layer: Layer, unit_id: pa.Array[Any], *, items: list[str], rater: str,
+                make: Callable[[Any], Any]) -> FactColumns:
+    """The facts of the units `unit_id` (a layer's, in its rows' order) as columns. DuckDB joins each fact to
+    its row's position, so what comes back is a number, the item and the fact's text, not the unit id; each
+    distinct text of an item is parsed once (`make`)."""
+    cur.register("unit_pos", pa.table({"unit_id": unit_id, "pos": pa.array(np.arange(len(unit_id)), pa.int64())}))
+    rel = cur.sql(
+        "SELECT p.pos, d.item, d.fact FROM atomic_data d JOIN unit_pos p ON p.unit_id = d.unit_id"
+        " WHERE d.layer = ? AND d.item IN (SELECT unnest(?)) AND d.rater = ? AND d.fact IS NOT NULL"
+        " AND d.fact <> 'null'", params=[layer, items, rater])
+    parts: dict[str, list[tuple[npt.NDArray[np.int64], pa.Array[Any]]]] = {}
+    for batch in rel.to_arrow_reader(_BATCH):
+        pos, item, fact = (batch.column(k) for k in range(3))
+        enc = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(item))
+        codes = enc.indices.to_numpy(zero_copy_only=False)
+        positions = pos.to_numpy(zero_copy_only=False)
+        for k, name in enumerate(enc.dictionary.to_pylist()):
+            mask = codes == k
+            parts.setdefault(name, []).append((positions[mask], fact.filter(pa.array(mask))))
+    cur.unregister("unit_pos")
+    columns: dict[str, tuple[npt.NDArray[np.int64], Coded]] = {}
+    for name in sorted(parts):
+        pos = np.concatenate([p for p, _ in parts[name]]).astype(np.int64)
+        order = np.argsort(pos, kind="stable")
+        text = pa.concat_arrays([t for _, t in parts[name]]).take(pa.array(order))
+        columns[name] = (pos[order], _coded(text, make))
+    return FactColumns(len(unit_id), columns)

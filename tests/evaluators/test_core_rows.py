@@ -10,7 +10,7 @@ import pytest
 
 from agent_factory.evaluators import kernel
 from agent_factory.evaluators.core import UnitRow
-from agent_factory.evaluators.core.rows import _CHUNK, Coded, LayerRows
+from agent_factory.evaluators.core.rows import _CHUNK, Coded, FactColumns, LayerRows
 
 SHARED = MappingProxyType({"x.a": "yes", "x.b": "no"})
 
@@ -77,3 +77,30 @@ def test_freeze_orders_rows_and_keeps_layer_rows_as_given() -> None:
     assert isinstance(obs.layer("span"), LayerRows) and len(obs.layer("span")) == 0
     given = LayerRows.from_rows("trace", rows)
     assert kernel.freeze({"trace": given}, horizon=None).layer("trace") is given
+
+
+def test_fact_columns_read_back_as_the_maps_they_were_made_from() -> None:
+    # Items every row of a chunk has, items few rows have, rows with none; a fact keeps its own type (1, 1.0 and
+    # True are one dict key) and None; each map iterates its items sorted, as the store's rows always did.
+    n = 2 * _CHUNK + 9
+    maps: list[dict[str, float | str | None]] = []
+    for k in range(n):
+        f: dict[str, float | str | None] = {}
+        if k >= _CHUNK:  # dense from the second chunk on
+            f["b.dense"] = [1, 1.0, True, "1"][k % 4]  # type: ignore[assignment]
+        if k % 97 == 0:
+            f["a.sparse"] = None if k % 2 else f"s{k}"
+        if k % 1000 == 3:
+            f["c.rare"] = k / 3
+        maps.append(f)
+    cols = FactColumns.of(maps)
+    assert len(cols) == n and list(cols.items) == ["a.sparse", "b.dense", "c.rare"]
+    for lo, hi in ((0, _CHUNK), (_CHUNK, 2 * _CHUNK), (2 * _CHUNK, n), (5, 6), (_CHUNK - 3, _CHUNK + 3), (7, 7)):
+        got = cols.cells(lo, hi)
+        assert got == maps[lo:hi]
+        assert [[(i, type(v), v) for i, v in g.items()] for g in got] == [
+            [(i, type(v), v) for i, v in sorted(m.items())] for m in maps[lo:hi]]
+        assert all(list(g) == sorted(g) for g in got)
+    none = cols.cells(1, 3)
+    assert none[0] is none[1] and isinstance(none[0], MappingProxyType)  # rows with no fact share one map
+    assert FactColumns.of([{}, {}]).cells(0, 2) == [{}, {}]

@@ -147,3 +147,28 @@ def test_each_analysis_reads_only_what_it_declares(observed: tuple[Path, Knowled
                                          if reads_component(a.reads, spec.name, c)))
                 part = Observations(rows=load_rows(st, items=declared), horizon=None)
                 assert a.fn(full, pack) == a.fn(part, pack), a.name
+
+
+def test_each_analysis_reads_only_the_layers_it_declares(observed: tuple[Path, KnowledgePack]) -> None:
+    """A run loads only the layers a group of analyses declares (`Analysis.layers`): given only those, each
+    analysis gives the results it gives over every layer; one that reads another layer raises."""
+    from agent_factory.errors import UsageError
+    from agent_factory.evaluators.core import Observations
+    from agent_factory.factory.pipeline.engine import read_layers
+
+    store, pack = observed
+    every = {d.id for comps in definitions_by_layer(SPECS, pack).values() for ds in comps.values() for d in ds
+             if d.admitted}
+    with Store(store, read_only=True) as st:
+        full = Observations(rows=load_rows(st, items=every, all_segments=True), horizon=None)
+        declared = [a for spec in SPECS for a in spec.analyses if a.layers is not None]
+        assert {a.name for a in declared} >= {"provenance.evidence", "execution.failure_rate", "substance.score"}
+        for a in declared:
+            part = Observations(rows=load_rows(st, items=every, all_segments=True, layers=a.layers), horizon=None)
+            assert set(part.rows) == set(a.layers)
+            assert a.fn(full, pack) == a.fn(part.only(a.layers), pack), a.name
+    provenance = next(a for a in declared if a.name == "provenance.evidence")
+    assert read_layers([provenance]) == {"trace"}
+    assert read_layers([a for spec in SPECS for a in spec.analyses]) is None  # conduct's clauses may read any
+    with pytest.raises(UsageError, match=r"read the 'span' rows but declares layers=\['trace'\]"):
+        full.only(("trace",)).layer("span")

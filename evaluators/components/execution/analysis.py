@@ -233,5 +233,6 @@ _FNS: tuple[tuple[str, Callable[[Observations, KnowledgePack], list[Result]]], .
     ("execution.span_error_rate", span_error_rate),
     ("execution.rollup", rollup),
 )
-ANALYSES: tuple[Analysis, ...] = tuple(Analysis(name, _meta(name).version, fn) for name, fn in _FNS)
+ANALYSES: tuple[Analysis, ...] = tuple(Analysis(name, _meta(name).version, fn, layers=("trace", "span"))
+                                    for name, fn in _FNS)
 """Execution's analyses, registered with the component."""

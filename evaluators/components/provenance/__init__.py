@@ -22,7 +22,7 @@ SPEC = ComponentSpec(
     name="provenance",
     definitions=DEFINITIONS,
     flags=FLAGS,
-    analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis),),
+    analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis, layers=("trace",)),),
     description="Traffic segments, evidence coverage per field, injection isolation; fed every segment.",
     segments="all",
 )

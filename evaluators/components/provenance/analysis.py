@@ -24,7 +24,7 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.model import Result, Value
 from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack
@@ -74,52 +74,64 @@ def _segment(row: UnitRow) -> str | None:
     return fact if isinstance(fact, str) and fact else None
 
 
-def _checked(rows: Sequence[UnitRow], item: str) -> list[tuple[UnitRow, bool]]:
-    return [(r, r.values[item] == "yes") for r in rows if r.values.get(item) in ("yes", "no")]
-
-
 def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
     """Every provenance result from the trace rows (all segments)."""
     rows = obs.layer("trace")
+    items = (SEGMENT, *COVERAGE_ITEMS.values(), INJECTION_FLAGGED)
+    # One pass, keeping columns of what the rates need and not the rows: at 10x the default simulation the
+    # 102k turns held as rows were this process's peak.
+    clusters: list[str] = []
+    segments: list[str | None] = []
+    people: list[tuple[str | None, str | None]] = []
+    values: dict[str, list[Value | None]] = {i: [] for i in items}
+    bad_units: dict[str, list[tuple[str, float | str | None]]] = {EVIDENCE_COMPLETE: [], INJECTION_FLAGGED: []}
+    for r in rows:
+        clusters.append(_cluster(r))
+        segments.append(_segment(r))
+        people.append((r.conversation_id, r.user_id))
+        for i in items:
+            values[i].append(r.values.get(i))
+        if r.values.get(EVIDENCE_COMPLETE) == "no":
+            bad_units[EVIDENCE_COMPLETE].append((r.unit_id, r.facts.get(EVIDENCE_COMPLETE)))
+        if r.values.get(INJECTION_FLAGGED) == "yes":
+            bad_units[INJECTION_FLAGGED].append((r.unit_id, r.facts.get(INJECTION_FLAGGED)))
+
     out: list[Result] = []
-    segs = [(r, _segment(r)) for r in rows]
-    known = [(r, s) for r, s in segs if s is not None]
-    out += rate_results("excluded_share", [(_cluster(r), s != REAL_SEGMENT) for r, s in known],
+    known = [k for k, s in enumerate(segments) if s is not None]
+    out += rate_results("excluded_share", [(clusters[k], segments[k] != REAL_SEGMENT) for k in known],
                         what="turns outside the real segment")
-    counts = Counter(s for _, s in known)
+    counts = Counter(segments[k] for k in known)
     for name in sorted(counts):
         out.append(_from(f"segment_share.{name}", proportion_ci(counts[name], len(known)), "wilson", "all"))
-    real_ids = {r.unit_id for r, s in known if s == REAL_SEGMENT}
+    real = [s == REAL_SEGMENT for s in segments]
+
+    def checked(item: str) -> list[tuple[int, bool]]:
+        return [(k, v == "yes") for k, v in enumerate(values[item]) if v in ("yes", "no")]
 
     for suffix, item in COVERAGE_ITEMS.items():
-        checked = _checked(rows, item)
+        ok_at = checked(item)
         what = f"turns whose {suffix.replace('_', ' ')} is complete"
-        out += rate_results(f"coverage.{suffix}", [(_cluster(r), ok) for r, ok in checked], what=what)
-        real = [(_cluster(r), ok) for r, ok in checked if r.unit_id in real_ids]
-        out += rate_results(f"coverage.{suffix}", real, what=what, stratum=f"segment={REAL_SEGMENT}")
+        out += rate_results(f"coverage.{suffix}", [(clusters[k], ok) for k, ok in ok_at], what=what)
+        out += rate_results(f"coverage.{suffix}", [(clusters[k], ok) for k, ok in ok_at if real[k]], what=what,
+                            stratum=f"segment={REAL_SEGMENT}")
 
     for metric, item, bad_when, label in (
         ("incomplete_evidence", EVIDENCE_COMPLETE, False, "incomplete"),
         ("injection_flagged", INJECTION_FLAGGED, True, "flagged"),
     ):
-        checked = _checked(rows, item)
-        out += rate_results(metric, [(_cluster(r), ok == bad_when) for r, ok in checked], what=f"{label} turns")
-        for r, ok in checked:
-            if ok == bad_when:
-                fact = r.facts.get(item)
-                note = str(fact) if fact else f"see atomic datum {item}"
-                out.append(_result(metric, label, n=1, note=note, unit_id=r.unit_id))
+        out += rate_results(metric, [(clusters[k], ok == bad_when) for k, ok in checked(item)],
+                            what=f"{label} turns")
+        for unit_id, fact in bad_units[item]:
+            note = str(fact) if fact else f"see atomic datum {item}"
+            out.append(_result(metric, label, n=1, note=note, unit_id=unit_id))
 
-    flagged = {r.unit_id for r, ok in _checked(rows, INJECTION_FLAGGED) if ok}
-    clean = [r for r in rows if r.unit_id in real_ids and r.unit_id not in flagged]
+    clean = [people[k] for k, v in enumerate(values[INJECTION_FLAGGED]) if real[k] and v != "yes"]
     note = "real segment, no injection flag"
     out.append(_result("clean.turns", float(len(clean)), n=len(rows), note=note))
-    out.append(_result("clean.sessions", float(len({r.conversation_id for r in clean if r.conversation_id})),
-                       n=len(clean), note=note))
-    out.append(_result("clean.users", float(len({r.user_id for r in clean if r.user_id})), n=len(clean), note=note))
+    out.append(_result("clean.sessions", float(len({c for c, _ in clean if c})), n=len(clean), note=note))
+    out.append(_result("clean.users", float(len({u for _, u in clean if u})), n=len(clean), note=note))
 
-    items = (SEGMENT, *COVERAGE_ITEMS.values(), INJECTION_FLAGGED)
-    missing = Counter(i for r in rows for i in items if r.values.get(i) == "uncollected")
+    missing = Counter({i: sum(v == "uncollected" for v in values[i]) for i in items})
     detail = ", ".join(f"{i} {missing[i]}" for i in items if missing[i]) or "none"
     out.append(_result("uncollected", float(sum(missing.values())), n=len(rows),
                        note=f"left out of every rate: {detail}"))

@@ -216,6 +216,7 @@ _FNS: tuple[tuple[str, Callable[[Observations, KnowledgePack], list[Result]]], .
     ("results.rollup", rollup),
 )
 ANALYSES: tuple[Analysis, ...] = tuple(
-    Analysis(name, _meta(name).version, fn, reads=("execution",)) for name, fn in _FNS
+    Analysis(name, _meta(name).version, fn, reads=("execution",), layers=("trace", "conversation"))
+    for name, fn in _FNS
 )
 """Results' analyses, registered with the component."""

@@ -138,4 +138,5 @@ def score(obs: Observations, pack: KnowledgePack) -> list[Result]:
     return out
 
 
-ANALYSES: tuple[Analysis, ...] = (Analysis(name=_META.analysis, version=VERSION, fn=score, reads=("execution",)),)
+ANALYSES: tuple[Analysis, ...] = (Analysis(name=_META.analysis, version=VERSION, fn=score, reads=("execution",),
+                                                  layers=("trace",)),)

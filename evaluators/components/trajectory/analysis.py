@@ -201,7 +201,9 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
 
 
 ANALYSES: tuple[Analysis, ...] = (
-    Analysis(name=_OUTCOME.analysis, version=VERSION, fn=outcomes, reads=("execution",)),
-    Analysis(name=_REPLAY.analysis, version=VERSION, fn=replay_after_failure, reads=("execution",)),
+    Analysis(name=_OUTCOME.analysis, version=VERSION, fn=outcomes, reads=("execution",),
+             layers=("conversation", "trace")),
+    Analysis(name=_REPLAY.analysis, version=VERSION, fn=replay_after_failure, reads=("execution",),
+             layers=("conversation", "trace")),
 )
 
