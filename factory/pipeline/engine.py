@@ -42,7 +42,7 @@ from agent_factory.factory.store.results import merge_results, population_metric
 from agent_factory.factory.store.runs import record_run
 from agent_factory.factory.store.units import drop_users, load_rows, unit_row
 from agent_factory.factory.units import iter_user_units, unit_context
-from agent_factory.heap import bulk_objects
+from agent_factory.heap import bulk_objects, release_free_memory
 from agent_factory.knowledge_packs import KnowledgePack
 
 
@@ -280,6 +280,8 @@ class Runner:
         ran: set[str] = set()
         for all_segments, items, analyses in analysis_groups(self.specs, names=names, admitted=self.admitted,
                                                              component_of=self.component_of):
+            # What the last phase freed (the collection's batches, the last group's rows) leaves the heap first.
+            release_free_memory()
             obs = kernel.freeze(load_rows(self.store, items=items, all_segments=all_segments,
                                           layers=read_layers(analyses)), horizon=self.horizon)
             tables.extend(analyse_group(
@@ -378,6 +380,7 @@ class Runner:
                 with self.store.memory_capped():
                     self.execute_plan(plan)
             tables, ran = self.analyse(d.analyses)
+            release_free_memory()
             merged = self.merge(tables, ran)
         self.save(plan)
         report = self.report(plan, seconds=round(time.perf_counter() - self.started, 3), before=before, merged=merged)
