@@ -15,8 +15,11 @@ Uncollected values are left out of every rate and counted in `uncollected`. Pure
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Sequence
+from array import array
+from collections import Counter
+
+import numpy as np
+import numpy.typing as npt
 
 from agent_factory.evaluators.components.provenance.definitions import (
     EVIDENCE_COMPLETE,
@@ -24,7 +27,7 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
-from agent_factory.evaluators.core.model import Result, Value
+from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack
@@ -53,16 +56,17 @@ def _from(metric: str, est: Estimate, note: str, stratum: str) -> Result:
     return _result(metric, est.value, n=est.n, note=note + caveat, stratum=stratum, low=est.low, high=est.high)
 
 
-def rate_results(metric: str, hits: Sequence[tuple[str, bool]], *, what: str, stratum: str = "all") -> list[Result]:
-    """A rate over (cluster, hit) observations: Wilson, then user-clustered as `<metric>.clustered`."""
-    per: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for key, hit in hits:
-        per[key][0] += hit
-        per[key][1] += 1
-    k = sum(s for s, _ in per.values())
-    out = [_from(metric, proportion_ci(k, len(hits)), f"wilson; {what}", stratum)]
-    if per:
-        est = cluster_proportion_ci([s for s, _ in per.values()], [t for _, t in per.values()])
+def rate_results(metric: str, clusters: npt.NDArray[np.int64], hits: npt.NDArray[np.bool_], *, what: str,
+                 stratum: str = "all") -> list[Result]:
+    """A rate over observations given as columns (each one's cluster code, whether it is a hit): Wilson, then
+    user-clustered as `<metric>.clustered`, the clusters in the order they first appear among these."""
+    out = [_from(metric, proportion_ci(int(hits.sum()), len(hits)), f"wilson; {what}", stratum)]
+    if len(hits):
+        codes, first = np.unique(clusters, return_index=True)
+        seen = codes[np.argsort(first, kind="stable")]
+        trials = np.bincount(clusters, minlength=int(codes[-1]) + 1)[seen]
+        successes = np.bincount(clusters[hits], minlength=int(codes[-1]) + 1)[seen]
+        est = cluster_proportion_ci(successes.tolist(), trials.tolist())
         out.append(_from(f"{metric}.clustered", est, f"user-clustered over {est.n_clusters} user(s); {what}", stratum))
     return out
 
@@ -74,64 +78,75 @@ def _segment(row: UnitRow) -> str | None:
     return fact if isinstance(fact, str) and fact else None
 
 
+_CODE = {"yes": 1, "no": 2, "uncollected": 3}
+"""How the pass below holds a value (anything else: 0)."""
+
+
 def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
     """Every provenance result from the trace rows (all segments)."""
     rows = obs.layer("trace")
     items = (SEGMENT, *COVERAGE_ITEMS.values(), INJECTION_FLAGGED)
-    # One pass, keeping columns of what the rates need and not the rows: at 10x the default simulation the
-    # 102k turns held as rows were this process's peak.
-    clusters: list[str] = []
+    # One pass, keeping numeric columns of what the rates need, not the rows: at 10x the default simulation
+    # the 102k turns held as rows were the run's peak.
+    cluster_code: dict[str, int] = {}
+    clusters = array("q")
     segments: list[str | None] = []
-    people: list[tuple[str | None, str | None]] = []
-    values: dict[str, list[Value | None]] = {i: [] for i in items}
+    values = {i: array("b") for i in items}
     bad_units: dict[str, list[tuple[str, float | str | None]]] = {EVIDENCE_COMPLETE: [], INJECTION_FLAGGED: []}
+    clean_turns = 0
+    sessions: set[str] = set()
+    users: set[str] = set()
     for r in rows:
-        clusters.append(_cluster(r))
-        segments.append(_segment(r))
-        people.append((r.conversation_id, r.user_id))
+        clusters.append(cluster_code.setdefault(_cluster(r), len(cluster_code)))
+        segment = _segment(r)
+        segments.append(segment)
+        got = r.values
         for i in items:
-            values[i].append(r.values.get(i))
-        if r.values.get(EVIDENCE_COMPLETE) == "no":
+            values[i].append(_CODE.get(got.get(i), 0))  # type: ignore[arg-type]
+        if got.get(EVIDENCE_COMPLETE) == "no":
             bad_units[EVIDENCE_COMPLETE].append((r.unit_id, r.facts.get(EVIDENCE_COMPLETE)))
-        if r.values.get(INJECTION_FLAGGED) == "yes":
+        if got.get(INJECTION_FLAGGED) == "yes":
             bad_units[INJECTION_FLAGGED].append((r.unit_id, r.facts.get(INJECTION_FLAGGED)))
+        elif segment == REAL_SEGMENT:
+            clean_turns += 1
+            if r.conversation_id:
+                sessions.add(r.conversation_id)
+            if r.user_id:
+                users.add(r.user_id)
+    cl = np.frombuffer(clusters, dtype=np.int64)
+    code = {i: np.frombuffer(values[i], dtype=np.int8) for i in items}
 
     out: list[Result] = []
-    known = [k for k, s in enumerate(segments) if s is not None]
-    out += rate_results("excluded_share", [(clusters[k], segments[k] != REAL_SEGMENT) for k in known],
-                        what="turns outside the real segment")
-    counts = Counter(segments[k] for k in known)
+    known = np.array([s is not None for s in segments], dtype=bool)
+    real = np.array([s == REAL_SEGMENT for s in segments], dtype=bool)
+    out += rate_results("excluded_share", cl[known], ~real[known], what="turns outside the real segment")
+    counts = Counter(s for s in segments if s is not None)
     for name in sorted(counts):
-        out.append(_from(f"segment_share.{name}", proportion_ci(counts[name], len(known)), "wilson", "all"))
-    real = [s == REAL_SEGMENT for s in segments]
-
-    def checked(item: str) -> list[tuple[int, bool]]:
-        return [(k, v == "yes") for k, v in enumerate(values[item]) if v in ("yes", "no")]
+        out.append(_from(f"segment_share.{name}", proportion_ci(counts[name], int(known.sum())), "wilson", "all"))
 
     for suffix, item in COVERAGE_ITEMS.items():
-        ok_at = checked(item)
+        checked, ok = (code[item] == 1) | (code[item] == 2), code[item] == 1
         what = f"turns whose {suffix.replace('_', ' ')} is complete"
-        out += rate_results(f"coverage.{suffix}", [(clusters[k], ok) for k, ok in ok_at], what=what)
-        out += rate_results(f"coverage.{suffix}", [(clusters[k], ok) for k, ok in ok_at if real[k]], what=what,
+        out += rate_results(f"coverage.{suffix}", cl[checked], ok[checked], what=what)
+        out += rate_results(f"coverage.{suffix}", cl[checked & real], ok[checked & real], what=what,
                             stratum=f"segment={REAL_SEGMENT}")
 
     for metric, item, bad_when, label in (
         ("incomplete_evidence", EVIDENCE_COMPLETE, False, "incomplete"),
         ("injection_flagged", INJECTION_FLAGGED, True, "flagged"),
     ):
-        out += rate_results(metric, [(clusters[k], ok == bad_when) for k, ok in checked(item)],
-                            what=f"{label} turns")
+        checked, ok = (code[item] == 1) | (code[item] == 2), code[item] == 1
+        out += rate_results(metric, cl[checked], ok[checked] == bad_when, what=f"{label} turns")
         for unit_id, fact in bad_units[item]:
             note = str(fact) if fact else f"see atomic datum {item}"
             out.append(_result(metric, label, n=1, note=note, unit_id=unit_id))
 
-    clean = [people[k] for k, v in enumerate(values[INJECTION_FLAGGED]) if real[k] and v != "yes"]
     note = "real segment, no injection flag"
-    out.append(_result("clean.turns", float(len(clean)), n=len(rows), note=note))
-    out.append(_result("clean.sessions", float(len({c for c, _ in clean if c})), n=len(clean), note=note))
-    out.append(_result("clean.users", float(len({u for _, u in clean if u})), n=len(clean), note=note))
+    out.append(_result("clean.turns", float(clean_turns), n=len(rows), note=note))
+    out.append(_result("clean.sessions", float(len(sessions)), n=clean_turns, note=note))
+    out.append(_result("clean.users", float(len(users)), n=clean_turns, note=note))
 
-    missing = Counter({i: sum(v == "uncollected" for v in values[i]) for i in items})
+    missing = {i: int((code[i] == 3).sum()) for i in items}
     detail = ", ".join(f"{i} {missing[i]}" for i in items if missing[i]) or "none"
     out.append(_result("uncollected", float(sum(missing.values())), n=len(rows),
                        note=f"left out of every rate: {detail}"))
