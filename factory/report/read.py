@@ -16,6 +16,7 @@ from agent_factory.evaluators.collect.redact import Redactor, redact_pieces
 from agent_factory.evaluators.components.conduct import obligation_id
 from agent_factory.evaluators.components.provenance import EVIDENCE_COMPLETE, INJECTION_FLAGGED
 from agent_factory.evaluators.core.flags import FlagSpec
+from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.factory.report.flags import layer_cells
 from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
 from agent_factory.factory.store import Store
@@ -97,9 +98,8 @@ def _field_text(store: Store, unit_id: str, field: str) -> str | None:
         for table in ("turns", "spans", "conversations"):
             row = store.con.execute(f"SELECT attributes FROM {table} WHERE id = ? LIMIT 1", [unit_id]).fetchone()
             if row is not None and row[0]:
-                value: Any = json.loads(row[0])
-                for key in field.split(".")[1:]:
-                    value = value.get(key) if isinstance(value, dict) else None
+                # Stored flat (`{"gen_ai.prompt": ..}`, as OTel exporters write them), nested or mixed.
+                value: Any = lookup(json.loads(row[0]), field.removeprefix("attributes."))
                 return value if isinstance(value, str) else None
     return None
 

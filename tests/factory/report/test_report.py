@@ -16,7 +16,7 @@ from agent_factory.evaluators.collect.redact import DefaultRedactor
 from agent_factory.factory.cli import app
 from agent_factory.factory.report import build_html, report_sections
 from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
-from agent_factory.factory.report.read import quote_window
+from agent_factory.factory.report.read import _field_text, quote_window
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECTION_KEYS = ["layers", "spine", "execution", "substance", "trajectory", "results", "conduct", "provenance",
@@ -74,6 +74,20 @@ def test_quote_window_redacts_across_the_cut() -> None:
     q = quote_window(text, start, start + 5, DefaultRedactor())
     assert "alice" not in q and "example.com" not in q and "[EMAIL]" in q
     assert q.startswith("…") and q.endswith("…")
+
+
+def test_quoted_attributes_are_found_flat_nested_or_mixed(tmp_path: Path) -> None:
+    # OTel exporters write attributes flat ("gen_ai.prompt"); adapters nest some; a pointer names the dotted key.
+    from agent_factory.factory.store import Store
+
+    with Store(tmp_path / "s.duckdb") as st:
+        st.con.execute("INSERT INTO turns (id, conversation_id, attributes) VALUES (?, 'c', ?), (?, 'c', ?)", [
+            "t1", json.dumps({"gen_ai.prompt": "flat text", "llm": {"output": {"value": "nested text"}}}),
+            "t2", json.dumps({"tool": {"call.args": "mixed text"}, "n": 3})])
+        assert _field_text(st, "t1", "attributes.gen_ai.prompt") == "flat text"
+        assert _field_text(st, "t1", "attributes.llm.output.value") == "nested text"
+        assert _field_text(st, "t2", "attributes.tool.call.args") == "mixed text"
+        assert _field_text(st, "t2", "attributes.n") is None and _field_text(st, "t2", "attributes.gone") is None
 
 
 @pytest.fixture
