@@ -83,12 +83,12 @@ def _epochs(col: Any) -> npt.NDArray[np.float64]:
 
 def _load_layer(store: Store, layer: Layer, *, items: list[str], all_segments: bool, rater: str) -> LayerRows:
     # One layer at a time, each held as columns (`LayerRows`). At 10x the default simulation the largest group's
-    # 502k rows held 161 MB of Python objects as tuples and hold 84 MB as columns (73 of them the facts' maps),
-    # and load in 3.7 s against 6.8; DuckDB's aggregate of one layer's values is smaller than that of all four.
-    # A unit's values come from a small vocabulary over a fixed set of items, so few units differ: 88 distinct
-    # value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. Every unit with the same
-    # values shares one read-only map (below), and units without facts share one empty map. The facts' values
-    # are made once per distinct value too (903k facts, 124k distinct, at 10x).
+    # 502k rows held 161 MB of Python objects as tuples, 77 MB as columns with one facts map per unit, and hold
+    # 51 MB with the facts as columns too (`_load_facts`); DuckDB's aggregate of one layer's values is smaller
+    # than that of all four. A unit's values come from a small vocabulary over a fixed set of items, so few units
+    # differ: 88 distinct value maps among 9,043 traces of the default simulation, 2 among 38,751 spans. Every
+    # unit with the same values shares one read-only map (below). The facts' values are made once per distinct
+    # value too (903k facts, 124k distinct, at 10x).
     same: dict[Any, Any] = {}
     one = same.setdefault
 
