@@ -34,7 +34,8 @@ def bulk_objects(*, threshold: int = BULK_THRESHOLD) -> Iterator[None]:
 def _malloc_trim() -> Callable[[int], int] | None:
     """glibc's `malloc_trim`, or None where the C library has none (musl, macOS, Windows)."""
     try:
-        return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
+        trim: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+        return trim
     except (AttributeError, OSError, TypeError):
         return None
 

@@ -174,12 +174,12 @@ def _load_facts(cur: Any, layer: Layer, unit_id: pa.Array[Any], *, items: list[s
         positions = pos.to_numpy(zero_copy_only=False)
         for k, name in enumerate(enc.dictionary.to_pylist()):
             mask = codes == k
-            parts.setdefault(name, []).append((positions[mask], fact.filter(pa.array(mask))))
+            parts.setdefault(str(name), []).append((positions[mask], fact.filter(pa.array(mask))))
     cur.unregister("unit_pos")
     columns: dict[str, tuple[npt.NDArray[np.int64], Coded]] = {}
     for name in sorted(parts):
         pos = np.concatenate([p for p, _ in parts[name]]).astype(np.int64)
         order = np.argsort(pos, kind="stable")
-        text = pa.concat_arrays([t for _, t in parts[name]]).take(pa.array(order))
+        text = pa.concat_arrays([t for _, t in parts[name]]).take(order)
         columns[name] = (pos[order], _coded(text, make))
     return FactColumns(len(unit_id), columns)
