@@ -44,7 +44,7 @@ def release_free_memory() -> None:
     """Collect cyclic garbage and hand the allocator's free pages back to the system (`malloc_trim`). Between
     two phases that each build many objects and drop them (a group of analyses' rows, then the next group's):
     glibc keeps freed small objects' pages resident, so the next phase's peak sits on top of the last one's (at
-    10x the default simulation a run's peak 477 -> 452 MB). A no-op beyond the collection where there is no
+    10x the default simulation a run's peak 477 -> 449 MB). A no-op beyond the collection where there is no
     `malloc_trim`."""
     gc.collect()
     trim = _malloc_trim()

@@ -59,7 +59,7 @@ def load_rows(store: Store, *, items: Collection[str], all_segments: bool = Fals
 
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-"""The values and the facts of a unit that has none."""
+"""The values of a unit that has none (its facts: `FactColumns`)."""
 
 
 _BATCH = 50_000

@@ -102,7 +102,7 @@ def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
         segments.append(segment)
         got = r.values
         for i in items:
-            values[i].append(_CODE.get(got.get(i), 0))  # type: ignore[arg-type]
+            values[i].append(_CODE.get(got.get(i) or "", 0))
         if got.get(EVIDENCE_COMPLETE) == "no":
             bad_units[EVIDENCE_COMPLETE].append((r.unit_id, r.facts.get(EVIDENCE_COMPLETE)))
         if got.get(INJECTION_FLAGGED) == "yes":
