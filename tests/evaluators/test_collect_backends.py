@@ -31,9 +31,11 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
 
 
-def attempt(base_url: str, model: str = "openai/fake-small") -> TransientModelError | FatalModelError | None:
+def attempt(base_url: str, model: str = "openai/fake-small", *,
+            timeout_s: float = 5.0) -> TransientModelError | FatalModelError | None:
+    # short only for a "timeout" fault: a loaded machine must not turn another fault into a timeout
     backend = LitellmBackend(ModelSpec(model=model, api_base=base_url, api_key_env=KEY_ENV, family="f",
-                                       timeout_s=0.3))
+                                       timeout_s=timeout_s))
     try:
         asyncio.run(backend.attempt("Is the answer specific?", SIGMA))
     except (TransientModelError, FatalModelError) as e:
@@ -57,7 +59,7 @@ def test_the_fake_servers_http_faults_arrive_as_litellms_classes(
 
     monkeypatch.setattr(backends, "classify_litellm_error", recording)
     fake_openai.faults = FaultPlan(script=(fault,), timeout_s=1.0)
-    error = attempt(fake_openai.base_url)
+    error = attempt(fake_openai.base_url, timeout_s=0.3 if fault == "timeout" else 5.0)
     assert isinstance(error, TransientModelError) and error.kind == kind
     (exc,) = raised
     assert isinstance(exc, getattr(litellm, litellm_class))  # decided by isinstance, not by the name fallback

@@ -41,9 +41,13 @@ def _api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(KEY_ENV, "test-key-not-secret")
 
 
-def litellm_config(base_url: str, *, concurrency: int = 8, attempts: int = 6) -> ModelConfig:
+def litellm_config(base_url: str, *, concurrency: int = 8, attempts: int = 6,
+                   timeout_s: float = 5.0) -> ModelConfig:
+    # A short timeout only where a test injects "timeout" faults: on a loaded machine an attempt can time
+    # out before the server reads it, so the cascade counts an attempt that the server never saw.
     def spec(model: str, family: str) -> ModelSpec:
-        return ModelSpec(model=model, api_base=base_url, api_key_env=KEY_ENV, family=family, timeout_s=0.3)
+        return ModelSpec(model=model, api_base=base_url, api_key_env=KEY_ENV, family=family,
+                         timeout_s=timeout_s)
 
     return ModelConfig(
         small=spec("openai/fake-small", "small-fam"),
@@ -68,7 +72,7 @@ def test_faults_end_collected_or_reasoned_and_a_rerun_makes_zero_calls(
     fake_openai.responder = hashed_answers
     fake_openai.faults = FaultPlan(rate=0.3, seed=11, timeout_s=1.0)
     turns = [make_turn(i) for i in range(40)]
-    cfg = litellm_config(fake_openai.base_url)
+    cfg = litellm_config(fake_openai.base_url, timeout_s=0.3)  # below the 1 s stall of a "timeout" fault
     with DatumCache(tmp_path / "cache") as cache:
         first = Cascade(cfg, cache=cache)
         data = collect(first, turns)
