@@ -30,14 +30,19 @@ from agent_factory.factory.store.ingest import (
     trace_elsewhere,
     turn_attributes,
 )
-from agent_factory.factory.store.rows import span_from_row
+from agent_factory.factory.store.rows import BATCH_BYTES, span_from_row, text_bytes
+from agent_factory.factory.store.schema import TEXT_COLUMNS
 from agent_factory.knowledge_packs import KnowledgePack
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MIN_SPANS_FOR_WORKERS = 20_000
 """Staged spans from which a file's traces are settled by worker processes (when there are workers)."""
 CHUNK_SPANS = 2_000
-"""Staged spans (of whole traces) per chunk a worker settles."""
+"""Staged spans (of whole traces) per chunk a worker settles, unless they hold `CHUNK_BYTES` of text first."""
+CHUNK_BYTES = 4 << 20
+"""Span text per chunk: the chunks in flight (two per worker) and their turns' rows stay tens of megabytes
+when spans carry long prompts."""
+_SPAN_TEXT = TEXT_COLUMNS["staged_spans"]
 MAX_REPORTED_ERRORS = 1000
 """Errors kept in the report per run; the store keeps every quarantined record."""
 
@@ -94,10 +99,10 @@ class _Rows:
     Batches of 4,000 rows: a turn's rows carry its texts and its provenance record (kilobytes each), and larger
     batches held hundreds of megabytes in Python before each append."""
 
-    def __init__(self, store: Store, *, size: int = 4_000) -> None:
-        self.spans = Batch(store, "spans", size=size)
-        self.turns = Batch(store, "turns", size=size)
-        self.provenance = Batch(store, "provenance", size=size)
+    def __init__(self, store: Store, *, size: int = 4_000, max_bytes: int = BATCH_BYTES) -> None:
+        self.spans = Batch(store, "spans", size=size, max_bytes=max_bytes)
+        self.turns = Batch(store, "turns", size=size, max_bytes=max_bytes)
+        self.provenance = Batch(store, "provenance", size=size, max_bytes=max_bytes)
 
     def flush(self) -> None:
         for b in (self.spans, self.turns, self.provenance):
@@ -118,7 +123,7 @@ class FileWriter:
         self.workers = workers
         """Processes that settle staged traces (`_assemble_in_processes`); 1: this one."""
         self.rows = _Rows(store)
-        self.late = _Rows(store, size=1 << 62)  # flushed only inside the closing transaction
+        self.late = _Rows(store, size=1 << 62, max_bytes=1 << 62)  # flushed only inside the closing transaction
         self.conversations = Batch(store, "conversations")
         self.events = Batch(store, "events")
         self.staged = Batch(store, "staged_spans", size=4_000)
@@ -307,7 +312,8 @@ _TraceChunk = list[tuple[bool, _SpanRows]]
 def _trace_chunks(batches: Iterable[_SpanRows], *, shared: set[str], spans: int) -> Iterator[tuple[_TraceChunk, int]]:
     """Staged rows in trace order as chunks of whole traces (at least `spans` rows each), every trace with
     whether it is shared with another file; each chunk with its number of traces."""
-    for traces in whole_groups(batches, key=lambda r: r["trace_id"], size=spans):
+    for traces in whole_groups(batches, key=lambda r: r["trace_id"], size=spans,
+                               weight=lambda r: text_bytes(r, _SPAN_TEXT), max_weight=CHUNK_BYTES):
         yield [(t[0]["trace_id"] in shared, t) for t in traces], len(traces)
 
 

@@ -9,6 +9,7 @@ live beside this module (`ingest`, `units`, `data`, `results`, `runs`, `pipeline
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Collection, Iterator
@@ -27,6 +28,7 @@ from agent_factory.factory.store.schema import (
     DEFAULT_MEMORY,
     DEFAULT_STORE,
     READ_MEMORY,
+    ROOM_FACTOR,
     SOURCE_TABLES,
     check_version,
     create_meta,
@@ -67,6 +69,11 @@ def limit_bytes(limit: str) -> float | None:
     return float(m.group(1)) * unit if m and unit is not None else None
 
 
+def _has_meta(con: duckdb.DuckDBPyConnection) -> bool:
+    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()
+    return bool(row and row[0])
+
+
 class Store:
     """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
 
@@ -79,8 +86,10 @@ class Store:
         self.con.execute("SET TimeZone = 'UTC'")
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
         self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
-        self.con.execute(f"SET memory_limit = '{self.memory_limit}'")
         self._limit_now = self.memory_limit
+        self._room = ROOM_FACTOR * float(self.get_meta("vector_text_bytes") or 0) if _has_meta(self.con) else 0.0
+        """Bytes of DuckDB memory the widest rows written so far need (`fit_vector`); no limit goes below it."""
+        self._apply_limit()
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
             create_meta(self.con)
@@ -110,13 +119,34 @@ class Store:
         before = self._limit_now
         new, old = limit_bytes(limit), limit_bytes(before)
         now = limit if new is not None and old is not None and new < old else before
-        self.con.execute(f"SET memory_limit = '{now}'")
         self._limit_now = now
+        self._apply_limit()
         try:
             yield
         finally:
-            self.con.execute(f"SET memory_limit = '{before}'")
             self._limit_now = before
+            self._apply_limit()
+
+    def fit_vector(self, text_bytes: float) -> None:
+        """Leave DuckDB room for a vector of rows holding `text_bytes` of text (up to `VECTOR_ROWS` consecutive
+        rows about to be written): every limit, capped or not, stays at least `ROOM_FACTOR` times the widest
+        vector written to the store. Spans of 60 kB prompts put 120 MB in one vector of a column, which no
+        fixed cap of 128 MB can insert, scan or sort. Kept in `meta`, so the runs that read the rows later
+        leave the same room."""
+        need = ROOM_FACTOR * text_bytes
+        if need <= self._room:
+            return
+        self._room = need
+        self.set_meta("vector_text_bytes", str(int(text_bytes)))
+        self._apply_limit()
+
+    def _apply_limit(self) -> None:
+        """DuckDB's limit: the one in force (`_limit_now`), raised to the room the widest rows need."""
+        nominal = limit_bytes(self._limit_now)
+        if nominal is not None and nominal < self._room:
+            self.con.execute(f"SET memory_limit = '{math.ceil(self._room / 2**20)}MiB'")
+        else:
+            self.con.execute(f"SET memory_limit = '{self._limit_now}'")
 
     def set_meta(self, key: str, value: str) -> None:
         """Set a store-wide value."""

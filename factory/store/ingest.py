@@ -13,6 +13,10 @@ from agent_factory.adapters.model import Span
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.rows import fetch_dicts, span_from_row
 
+# Span text per range of staged traces that DuckDB sorts at once (`iter_staged_rows`): a sixteenth of the 128 MB
+# that ingest lets DuckDB use, so the sort, the pages of the rows written meanwhile and the insert buffers fit.
+STAGED_PART_BYTES = 8 << 20
+
 
 def shared_traces(store: Store, source_id: str) -> set[str]:
     """Traces this file's staged spans share with earlier files: pending spans of another file, or a stored turn."""
@@ -23,27 +27,36 @@ def shared_traces(store: Store, source_id: str) -> set[str]:
         " OR EXISTS (SELECT 1 FROM spans t WHERE t.trace_id = s.trace_id))", sid + sid).fetchall()}
 
 
-def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000) -> Iterator[Span]:
+def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000,
+                      part_bytes: int = STAGED_PART_BYTES) -> Iterator[Span]:
     """The file's staged spans in trace order, then arrival order (`iter_staged_rows`, each span built)."""
-    for rows in iter_staged_rows(store, source_id, batch=batch, traces=traces):
+    for rows in iter_staged_rows(store, source_id, batch=batch, traces=traces, part_bytes=part_bytes):
         for r in rows:
             yield span_from_row(r)
 
 
-def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000,
-                     traces: int = 20_000) -> Iterator[list[dict[str, Any]]]:
+def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000,
+                     part_bytes: int = STAGED_PART_BYTES) -> Iterator[list[dict[str, Any]]]:
     """The file's staged `spans` rows in trace order, then arrival order, `batch` rows at a time.
 
     Staged rows are committed, so a cursor of its own (another connection) streams them while the store's
-    connection writes the turns; Python holds one page. The spans are read `traces` traces at a time (ranges
-    of trace ids): one sort of the whole file's spans would hold DuckDB's memory while the turns are written,
-    and a file ten times the default simulation ran out of it."""
+    connection writes the turns; Python holds one page. The spans are read a range of trace ids at a time, and
+    a range holds at most `traces` traces and about `part_bytes` of span text (a trace is never cut): DuckDB
+    sorts each range in memory, so ranges bounded by count alone ran out of its memory on long texts (a file of
+    the default simulation under a 32 MB limit; the same count of real traces, whose prompts are far longer,
+    would need gigabytes)."""
     cur = store.con.cursor()
     try:
+        # Each trace's part: how far its first byte and its rank are into the file, in budgets; the sum only
+        # grows along the trace order, so every part is one range of ids.
         cur.execute(
-            "SELECT min(trace_id), max(trace_id) FROM (SELECT trace_id, (row_number() OVER (ORDER BY trace_id) - 1)"
-            " // ? AS part FROM (SELECT DISTINCT trace_id FROM staged_spans WHERE source_id = ?)) GROUP BY part"
-            " ORDER BY 1", [traces, source_id])
+            "SELECT min(trace_id), max(trace_id) FROM ("
+            " SELECT trace_id, floor((sum(b) OVER w - b) / ? + (row_number() OVER w - 1) / ?) AS part FROM ("
+            "  SELECT trace_id, sum(200 + strlen(coalesce(input, '')) + strlen(coalesce(output, ''))"
+            "   + strlen(coalesce(attributes, '')) + strlen(coalesce(error, ''))) AS b"
+            "  FROM staged_spans WHERE source_id = ? GROUP BY trace_id)"
+            " WINDOW w AS (ORDER BY trace_id ROWS UNBOUNDED PRECEDING))"
+            " GROUP BY part ORDER BY 1", [part_bytes, traces, source_id])
         for lo, hi in cur.fetchall():
             cur.execute("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
                         " ORDER BY trace_id, seq", [source_id, lo, hi])

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from agent_factory.adapters.jsonio import loads
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, TokenUsage, Turn
 from agent_factory.evaluators.provenance.record import attach_record
-from agent_factory.factory.store.schema import REPLACE_ON_CONFLICT, SPAN_COLUMNS, TABLES
+from agent_factory.factory.store.schema import REPLACE_ON_CONFLICT, SPAN_COLUMNS, TABLES, TEXT_COLUMNS, VECTOR_ROWS
 
 if TYPE_CHECKING:
     from agent_factory.factory.store.base import Store
@@ -144,22 +144,44 @@ def one_per_key(table: pa.Table, keys: tuple[str, ...], *, last: bool = True) ->
     return table.take(rows.take(pc.sort_indices(rows)))
 
 
+BATCH_BYTES = 16 << 20
+"""Text a `Batch` holds before it flushes, whatever its count of rows: DuckDB keeps an append's strings in its
+memory until they are written, and 4,000 spans of 60 kB prompts (260 MB) ran ingest out of its 128 MB."""
+
+
+def text_bytes(row: dict[str, Any], columns: tuple[str, ...]) -> int:
+    """The characters of a row's text columns (`TEXT_COLUMNS`): the part of its size that the input decides."""
+    return sum(len(v) for c in columns if isinstance(v := row.get(c), str))
+
+
 class Batch:
     """Rows waiting to be appended to one table (or tables of them made elsewhere: a worker's), flushed as one
-    Arrow table."""
+    Arrow table once it holds `size` rows or `max_bytes` of text."""
 
-    def __init__(self, store: Store, table: str, *, size: int = 20_000) -> None:
-        self.con, self.table, self.size = store.con, table, size
+    def __init__(self, store: Store, table: str, *, size: int = 20_000, max_bytes: int = BATCH_BYTES) -> None:
+        self.store, self.con, self.table, self.size, self.max_bytes = store, store.con, table, size, max_bytes
         self.rows: list[dict[str, Any]] = []
         self.tables: list[pa.Table] = []
         self.table_rows = 0
+        self.bytes = 0
+        self._text = TEXT_COLUMNS.get(table, ())
+        # The text of each run of VECTOR_ROWS rows, in the order they are written (DuckDB's vectors of them):
+        # the widest goes to `Store.fit_vector` before the rows are appended.
+        self._vector = self._vector_rows = self._widest = 0
         self.fresh = False
         """Whether no stored row can share a key with the rows queued from now on (`append_arrow`'s `fresh`)."""
 
     def add(self, row: dict[str, Any]) -> None:
         """Queue a row; flush once the batch is full."""
         self.rows.append(row)
-        if len(self.rows) + self.table_rows >= self.size:
+        b = text_bytes(row, self._text)
+        self.bytes += b
+        self._vector += b
+        self._vector_rows += 1
+        if self._vector_rows == VECTOR_ROWS:
+            self._widest = max(self._widest, self._vector)
+            self._vector = self._vector_rows = 0
+        if len(self.rows) + self.table_rows >= self.size or self.bytes >= self.max_bytes:
             self.flush()
 
     def add_table(self, table: pa.Table) -> None:
@@ -168,7 +190,11 @@ class Batch:
             self.tables.append(self._rows_table())
         self.tables.append(table)
         self.table_rows += table.num_rows
-        if self.table_rows >= self.size:
+        text = sum(table.column(c).nbytes for c in self._text if c in table.column_names)
+        self.bytes += table.nbytes
+        # A worker's table: its mean width stands for its widest vector.
+        self._widest = max(self._widest, text * min(table.num_rows, VECTOR_ROWS) // max(table.num_rows, 1))
+        if self.table_rows >= self.size or self.bytes >= self.max_bytes:
             self.flush()
 
     def _rows_table(self) -> pa.Table:
@@ -188,7 +214,9 @@ class Batch:
 
     def flush(self) -> None:
         """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
-        tables, self.tables, self.table_rows = self.tables, [], 0
+        tables, self.tables, self.table_rows, self.bytes = self.tables, [], 0, 0
+        self.store.fit_vector(max(self._widest, self._vector))
+        self._widest = 0
         if self.rows:
             tables.append(self._rows_table())
         if not tables:

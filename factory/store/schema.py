@@ -22,6 +22,12 @@ DEFAULT_MEMORY = "256MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 READ_MEMORY = "128MB"
 """DuckDB's memory limit while a run collects and while analyses read their rows (`Store.memory_capped`)."""
+VECTOR_ROWS = 2048
+"""Values of a column DuckDB holds at once (its vector): the unit its scans, sorts and inserts allocate."""
+ROOM_FACTOR = 3
+"""Vectors of the widest rows DuckDB's memory limit leaves room for (`Store.fit_vector`): the scanned one, its
+copy into a sort or an insert, and the pages around them. The limit DuckDB needs grows with the width of the
+records, never with their number."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
 USER_KEY = "coalesce(t.user_id, t.conversation_id)"
 """A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""
@@ -175,6 +181,12 @@ TABLES: dict[str, tuple[dict[str, tuple[str, pa.DataType]], tuple[str, ...]]] = 
     # The units a run collected (what analyses read besides the data, and which user owns each unit).
     "units": (UNIT_COLUMNS, ("unit_id", "layer")),
 }
+# The columns whose size the input decides (free text, JSON), by table: `Batch` and the ingest's chunks bound
+# the bytes they hold by these, since a count of rows says nothing of a span whose prompt is 60 kB.
+_TEXT_NAMES = {"input", "output", "error", "attributes", "request", "answer", "record", "value", "message"}
+TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
+    table: tuple(c for c in cols if c in _TEXT_NAMES) for table, (cols, _keys) in TABLES.items()
+} | {"staged_spans": tuple(c for c in SPAN_COLUMNS if c in _TEXT_NAMES)}
 # Tables holding rows of an input file (column source_id), and the staging table of spans awaiting assembly.
 SOURCE_TABLES = ("spans", "turns", "conversations", "events", "provenance", "quarantine", "staged_spans")
 # Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the

@@ -13,7 +13,7 @@ from agent_factory.errors import CollectionError
 from agent_factory.evaluators.kernel import DatumBatch, UserUnits
 from agent_factory.factory.pipeline.executors import Executor
 from agent_factory.factory.pipeline.executors.local import LocalExecutor
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, whole_groups
 
 
 def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> None:
@@ -84,3 +84,16 @@ def test_the_process_executor_runs_chunks_in_workers_and_sinks_each_here_in_orde
         ProcessExecutor(workers=2).run([([({}, [])] * 14, 1)], work=_pid_and_turns, sink=got.append)
     with pytest.raises(ValueError, match="at least 2 workers"):
         ProcessExecutor(workers=1)
+
+
+def test_whole_groups_cut_at_a_count_of_rows_or_a_weight_and_never_inside_a_group() -> None:
+    rows = [("a", 1), ("a", 1), ("b", 5), ("c", 1), ("c", 1), ("c", 1), ("d", 9), ("e", 1)]
+    batches = [rows[:3], rows[3:5], rows[5:]]  # batches cut inside groups
+
+    def cut(**kw: object) -> list[list[str]]:
+        return [[g[0][0] for g in chunk] for chunk in whole_groups(iter(batches), key=lambda r: r[0], **kw)]
+
+    assert cut(size=3) == [["a", "b"], ["c"], ["d", "e"]]
+    assert cut(size=100, weight=lambda r: r[1], max_weight=6) == [["a", "b"], ["c", "d"], ["e"]]
+    assert cut(size=100, weight=lambda r: r[1], max_weight=1) == [["a"], ["b"], ["c"], ["d"], ["e"]]
+    assert [r for chunk in whole_groups(iter(batches), key=lambda r: r[0], size=2) for g in chunk for r in g] == rows

@@ -176,10 +176,55 @@ def test_staged_spans_come_back_by_trace_then_arrival_in_any_slicing(tmp_path: P
             staged.add(span_row(Span(id=sid, trace_id=trace), seq=seq, source_id="src"))
         staged.flush()
         want = [(t, s) for t, s in sorted(arrivals, key=lambda a: (a[0], arrivals.index(a)))]
-        for traces in (1, 2, 3, 100):
-            got = [(s.trace_id, s.id) for s in iter_staged_spans(st, "src", traces=traces, batch=2)]
-            assert got == want, traces
+        for traces, part_bytes in ((1, 1 << 30), (2, 1 << 30), (3, 1 << 30), (100, 1 << 30), (100, 1), (100, 500)):
+            got = [(s.trace_id, s.id) for s in iter_staged_spans(st, "src", traces=traces, batch=2,
+                                                                part_bytes=part_bytes)]
+            assert got == want, (traces, part_bytes)
         assert list(iter_staged_spans(st, "other")) == []
+
+
+def _wide_otlp(path: Path, *, spans: int, text_chars: int) -> Path:
+    """The synthetic OTLP file with a long `input.value` on every span (a prompt of `text_chars`)."""
+    ingest_bench.write_synthetic_otlp(path, spans=spans)
+    text = ("The quarterly sales table lists each region's revenue. " * (text_chars // 55 + 1))[:text_chars]
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        for span in record["resourceSpans"][0]["scopeSpans"][0]["spans"]:
+            span["attributes"].append({"key": "input.value", "value": {"stringValue": text}})
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_spans_of_long_prompts_ingest_whatever_duckdbs_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 3,000 spans of 10 kB under a 24 MB limit: one DuckDB vector of them (2,048 values) is 20 MB, so a fixed
+    # limit failed the staging insert (and a checkpoint of long rows invalidated the store). The limit makes
+    # room for three vectors of the widest rows, and a reopened store (the run that reads them) keeps it.
+    from agent_factory.factory.store.base import limit_bytes
+
+    monkeypatch.setenv("AGENT_FACTORY_DUCKDB_MEMORY", "24MB")
+    src = _wide_otlp(tmp_path / "wide.otlp.jsonl", spans=3000, text_chars=10_000)
+    with Store(tmp_path / "s.duckdb") as st:
+        rep = ingest_paths(st, [src], pack=load_pack("default"))
+        assert (rep.accepted, rep.quarantined) == (3000, 0)
+        assert st.con.execute("SELECT count(*), min(strlen(input)) FROM spans").fetchone() == (3000, 10_000)
+        room = limit_bytes(st.con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+    assert room is not None and 3 * 2048 * 10_000 <= room < 3 * 2048 * 10_500
+    with Store(tmp_path / "s.duckdb") as st:
+        assert limit_bytes(st.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]) == room
+        with st.memory_capped():  # a cap below the room leaves the room
+            assert limit_bytes(st.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]) == room
+
+
+def test_a_batch_flushes_on_text_as_well_as_rows(tmp_path: Path) -> None:
+    with Store(tmp_path / "s.duckdb") as st:
+        batch = Batch(st, "staged_spans", size=1000, max_bytes=2500)
+        counts = []
+        for i in range(7):
+            batch.add(span_row(Span(id=f"s{i}", trace_id="t", input="x" * 1000), seq=i, source_id="src"))
+            counts.append(st.con.execute("SELECT count(*) FROM staged_spans").fetchone()[0])
+        assert counts == [0, 0, 3, 3, 3, 6, 6]  # every third 1 kB row fills 2.5 kB
 
 
 def _rows_in_order(store: Path) -> dict[str, list[tuple]]:

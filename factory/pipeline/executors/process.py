@@ -70,13 +70,14 @@ def default_workers() -> int:
     return max(1, min(cores, MAX_WORKERS))
 
 
-def whole_groups(batches: Iterable[list[T]], *, key: Callable[[T], Hashable],
-                 size: int) -> Iterator[list[list[T]]]:
+def whole_groups(batches: Iterable[list[T]], *, key: Callable[[T], Hashable], size: int,
+                 weight: Callable[[T], int] | None = None, max_weight: int = 0) -> Iterator[list[list[T]]]:
     """Rows that come grouped (every row of a key together: a user's turns, a trace's spans), in batches, re-cut
-    into chunks of whole groups holding at least `size` rows each (the last chunk may hold fewer)."""
+    into chunks of whole groups holding at least `size` rows each, or, with `weight`, at least `max_weight` of
+    it (the last chunk may hold less)."""
     chunk: list[list[T]] = []
     group: list[T] = []
-    rows = 0
+    rows = weighed = 0
     last: Hashable = _NO_KEY
     for batch in batches:
         for row in batch:
@@ -85,11 +86,13 @@ def whole_groups(batches: Iterable[list[T]], *, key: Callable[[T], Hashable],
                 chunk.append(group)
                 rows += len(group)
                 group = []
-                if rows >= size:
+                if rows >= size or (weight is not None and weighed >= max_weight):
                     yield chunk
-                    chunk, rows = [], 0
+                    chunk, rows, weighed = [], 0, 0
             last = k
             group.append(row)
+            if weight is not None:
+                weighed += weight(row)
     if group:
         chunk.append(group)
     if chunk:
