@@ -32,6 +32,12 @@ POOL = pa.system_memory_pool()
 """Where the readers' Arrow buffers come from: Arrow's default pool (mimalloc) kept the buffers of past buckets
 (at 10x the default simulation, reading every turn for the workers peaked at 642 MB with it, 518-564 MB with the
 system's allocator)."""
+TURN_TEXT_BYTES = 16_000
+"""The text of a turn as a bucket counts it, at most (its spans, provenance record and attributes): a turn of
+the default simulation holds 5.3 kB on average, of tau-bench 2.7 kB, of TRAIL 975 kB (up to 4.9 MB). A bucket of
+`batch` turns holds at most about `batch` times this, however wide the records."""
+_SPAN_TEXT = ("SELECT turn_id, sum(strlen(coalesce(input, '')) + strlen(coalesce(output, ''))"
+              " + strlen(coalesce(attributes, '')) + strlen(coalesce(error, ''))) AS b FROM spans GROUP BY 1")
 MAX_BUCKETS = 256
 """Files a read spreads the turns over at most (each is open while the store is scanned); past that, buckets grow."""
 Order = Literal["conversation", "user"]
@@ -84,11 +90,17 @@ def _buckets(store: Store, *, group: str, within: str, where: str, params: list[
     turns are units alone) is cut into pieces of a bucket's size, in its own order (`within`), one a bucket."""
     cur = store.con.cursor()  # its own: the caller writes on the main connection meanwhile
     try:
-        counts = cur.sql(f"SELECT {group} AS key, count(*) AS n, bool_or(t.segment = 'real') AS real FROM turns t"
-                         f" {where} GROUP BY 1 ORDER BY 1", params=params).to_arrow_table()
+        counts = cur.sql(
+            f"SELECT {group} AS key, count(*) AS n, bool_or(t.segment = 'real') AS real,"
+            " sum(strlen(coalesce(t.attributes, '')) + coalesce(x.b, 0) + coalesce(s.b, 0)) AS text FROM turns t"
+            " LEFT JOIN (SELECT turn_id, sum(strlen(record)) AS b FROM provenance GROUP BY 1) x ON x.turn_id = t.id"
+            f" LEFT JOIN ({_SPAN_TEXT}) s ON s.turn_id = t.id {where} GROUP BY 1 ORDER BY 1",
+            params=params).to_arrow_table()
         if not len(counts):
             return
-        n = counts["n"].to_numpy()
+        # A group counts as its turns, or as its text in turns of TURN_TEXT_BYTES when that is more: a bucket of
+        # long prompts holds as much text as one of the usual turns, not `batch` times 200 kB.
+        n = np.maximum(counts["n"].to_numpy(), -(-counts["text"].to_numpy() // TURN_TEXT_BYTES)).astype(np.int64)
         size = max(batch, -(-int(n.sum()) // MAX_BUCKETS))
         # A group goes to the bucket its first turn falls in, counting turns in group order: none is split, but a
         # large one with no real traffic, whose pieces take the buckets after its first (they come before the

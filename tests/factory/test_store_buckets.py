@@ -107,3 +107,31 @@ def test_a_large_user_with_no_real_traffic_is_cut_into_buckets(store: Path, batc
                 where.setdefault(key, set()).add(k)
         assert len(where["u3"]) == -(-7 // batch)
         assert len(where["u1"]) == len(where["u2"]) == 1
+
+
+def test_a_bucket_is_cut_by_the_text_of_its_turns_as_well_as_their_count(tmp_path: Path) -> None:
+    # Eight users of two turns; u2's and u5's turns then carry 40 kB of attributes each (a long prompt). Buckets
+    # of four turns put two narrow users together; a wide user, counted as its text in turns of
+    # TURN_TEXT_BYTES (more than four), is alone in its bucket.
+    from agent_factory.factory.store.buckets import TURN_TEXT_BYTES, turn_buckets
+
+    src = tmp_path / "chat.jsonl"
+    with open(src, "w", encoding="utf-8") as f:
+        for u in range(8):
+            messages = [m for k in range(2) for m in ({"role": "user", "content": f"q{u}.{k}"},
+                                                      {"role": "assistant", "content": f"a{u}.{k}"})]
+            f.write(json.dumps({"id": f"c{u}", "messages": messages, "user_id": f"u{u}"}) + "\n")
+    with Store(tmp_path / "s.duckdb") as st:
+        ingest_paths(st, [src], pack=load_pack("default"))
+
+        def buckets() -> list[list[str]]:
+            return [sorted(set(turns["user_id"].to_pylist())) for turns, _spans, _at in
+                    turn_buckets(st, order="user", batch=4)]
+
+        assert buckets() == [["u0", "u1"], ["u2", "u3"], ["u4", "u5"], ["u6", "u7"]]
+        pad = json.dumps({"pad": "x" * 40_000})
+        st.con.execute("UPDATE turns SET attributes = ? WHERE user_id IN ('u2', 'u5')", [pad])
+        assert 2 * 40_000 > 4 * TURN_TEXT_BYTES
+        wide = buckets()
+    assert ["u2"] in wide and ["u5"] in wide and all(len(b) <= 2 for b in wide)
+    assert sorted(u for b in wide for u in b) == [f"u{u}" for u in range(8)]
