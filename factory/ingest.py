@@ -22,6 +22,7 @@ from agent_factory.errors import SpecError
 from agent_factory.factory.ingest_lines import line_reader, read_lines_in_processes
 from agent_factory.factory.pipeline.executors.process import default_workers
 from agent_factory.factory.store import Store, dumps, event_row
+from agent_factory.factory.store.schema import INGEST_MEMORY
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from agent_factory.frozen import Frozen
 from agent_factory.heap import bulk_objects
@@ -219,8 +220,8 @@ def ingest_paths(
     """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut.
     `workers`: processes that settle a large file's traces (None: one per core, up to 4; 1: this process)."""
     # DuckDB only appends what ingest writes and reads its staged spans once: the pages it would cache add to
-    # the peak and save nothing (at 10x the default simulation, 510 MB against 398, in the same time).
-    with bulk_objects(), store.memory_capped():  # records become many small objects at once: fewer GC passes
+    # the peak and save nothing (`INGEST_MEMORY`). Records become many small objects at once: fewer GC passes.
+    with bulk_objects(), store.memory_capped(INGEST_MEMORY):
         return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits,
                              workers=workers if workers is not None else default_workers())
 

@@ -13,7 +13,7 @@ from agent_factory.adapters.model import Span
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.rows import fetch_dicts, span_from_row
 
-# Span text per range of staged traces that DuckDB sorts at once (`iter_staged_rows`): a sixteenth of the 128 MB
+# Span text per range of staged traces that DuckDB sorts at once (`iter_staged_rows`): an eighth of the 64 MB
 # that ingest lets DuckDB use, so the sort, the pages of the rows written meanwhile and the insert buffers fit.
 STAGED_PART_BYTES = 8 << 20
 

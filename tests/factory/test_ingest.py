@@ -74,7 +74,7 @@ def test_ingest_runs_with_duckdb_memory_capped(tmp_path: Path, monkeypatch: pyte
 
         seen: list[float | None] = []
         ingest_paths(st, [src], pack=load_pack("default"), on_file=lambda _: seen.append(limit()))
-        assert seen == [pytest.approx(128e6, rel=0.01)]
+        assert seen == [pytest.approx(64e6, rel=0.01)]
         assert limit() == pytest.approx(256e6, rel=0.01)
 
 
