@@ -69,11 +69,6 @@ def limit_bytes(limit: str) -> float | None:
     return float(m.group(1)) * unit if m and unit is not None else None
 
 
-def _has_meta(con: duckdb.DuckDBPyConnection) -> bool:
-    row = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'meta'").fetchone()
-    return bool(row and row[0])
-
-
 class Store:
     """A DuckDB store file. Use as a context manager; one writer process at a time (DuckDB's rule)."""
 
@@ -87,13 +82,13 @@ class Store:
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
         self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
         self._limit_now = self.memory_limit
-        self._room = ROOM_FACTOR * float(self.get_meta("vector_text_bytes") or 0) if _has_meta(self.con) else 0.0
-        """Bytes of DuckDB memory the widest rows written so far need (`fit_vector`); no limit goes below it."""
-        self._apply_limit()
         if not read_only:
             self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
             create_meta(self.con)
         check_version(self.con, self.path)
+        self._room = ROOM_FACTOR * float(self.get_meta("vector_text_bytes") or 0)
+        """Bytes of DuckDB memory the widest rows written so far need (`fit_vector`); no limit goes below it."""
+        self._apply_limit()
         if not read_only:
             create_tables(self.con)
             remove_stale_spills(self.path)

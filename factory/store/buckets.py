@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_factory.factory.store.schema import CONVERSATION_ORDER, USER_KEY, USER_ORDER
+from agent_factory.factory.store.schema import CONVERSATION_ORDER, USER_KEY, USER_ORDER, text_length_sql
 
 if TYPE_CHECKING:
     from agent_factory.factory.store.base import Store
@@ -36,8 +36,6 @@ TURN_TEXT_BYTES = 16_000
 """The text of a turn as a bucket counts it, at most (its spans, provenance record and attributes): a turn of
 the default simulation holds 5.3 kB on average, of tau-bench 2.7 kB, of TRAIL 975 kB (up to 4.9 MB). A bucket of
 `batch` turns holds at most about `batch` times this, however wide the records."""
-_SPAN_TEXT = ("SELECT turn_id, sum(strlen(coalesce(input, '')) + strlen(coalesce(output, ''))"
-              " + strlen(coalesce(attributes, '')) + strlen(coalesce(error, ''))) AS b FROM spans GROUP BY 1")
 MAX_BUCKETS = 256
 """Files a read spreads the turns over at most (each is open while the store is scanned); past that, buckets grow."""
 Order = Literal["conversation", "user"]
@@ -93,8 +91,9 @@ def _buckets(store: Store, *, group: str, within: str, where: str, params: list[
         counts = cur.sql(
             f"SELECT {group} AS key, count(*) AS n, bool_or(t.segment = 'real') AS real,"
             " sum(strlen(coalesce(t.attributes, '')) + coalesce(x.b, 0) + coalesce(s.b, 0)) AS text FROM turns t"
-            " LEFT JOIN (SELECT turn_id, sum(strlen(record)) AS b FROM provenance GROUP BY 1) x ON x.turn_id = t.id"
-            f" LEFT JOIN ({_SPAN_TEXT}) s ON s.turn_id = t.id {where} GROUP BY 1 ORDER BY 1",
+            f" LEFT JOIN (SELECT turn_id, sum({text_length_sql('provenance')}) AS b FROM provenance GROUP BY 1) x"
+            f" ON x.turn_id = t.id LEFT JOIN (SELECT turn_id, sum({text_length_sql('spans')}) AS b FROM spans"
+            f" GROUP BY 1) s ON s.turn_id = t.id {where} GROUP BY 1 ORDER BY 1",
             params=params).to_arrow_table()
         if not len(counts):
             return

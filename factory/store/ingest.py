@@ -12,6 +12,7 @@ import pyarrow as pa
 from agent_factory.adapters.model import Span
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.rows import fetch_dicts, span_from_row
+from agent_factory.factory.store.schema import text_length_sql
 
 # Span text per range of staged traces that DuckDB sorts at once (`iter_staged_rows`): an eighth of the 64 MB
 # that ingest lets DuckDB use, so the sort, the pages of the rows written meanwhile and the insert buffers fit.
@@ -52,8 +53,7 @@ def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000, traces:
         cur.execute(
             "SELECT min(trace_id), max(trace_id) FROM ("
             " SELECT trace_id, floor((sum(b) OVER w - b) / ? + (row_number() OVER w - 1) / ?) AS part FROM ("
-            "  SELECT trace_id, sum(200 + strlen(coalesce(input, '')) + strlen(coalesce(output, ''))"
-            "   + strlen(coalesce(attributes, '')) + strlen(coalesce(error, ''))) AS b"
+            f"  SELECT trace_id, sum(200 + {text_length_sql('staged_spans')}) AS b"
             "  FROM staged_spans WHERE source_id = ? GROUP BY trace_id)"
             " WINDOW w AS (ORDER BY trace_id ROWS UNBOUNDED PRECEDING))"
             " GROUP BY part ORDER BY 1", [part_bytes, traces, source_id])

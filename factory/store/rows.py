@@ -191,7 +191,7 @@ class Batch:
         self.tables.append(table)
         self.table_rows += table.num_rows
         text = sum(table.column(c).nbytes for c in self._text if c in table.column_names)
-        self.bytes += table.nbytes
+        self.bytes += text
         # A worker's table: its mean width stands for its widest vector.
         self._widest = max(self._widest, text * min(table.num_rows, VECTOR_ROWS) // max(table.num_rows, 1))
         if self.table_rows >= self.size or self.bytes >= self.max_bytes:

@@ -191,6 +191,14 @@ _TEXT_NAMES = {"input", "output", "error", "attributes", "request", "answer", "r
 TEXT_COLUMNS: dict[str, tuple[str, ...]] = {
     table: tuple(c for c in cols if c in _TEXT_NAMES) for table, (cols, _keys) in TABLES.items()
 } | {"staged_spans": tuple(c for c in SPAN_COLUMNS if c in _TEXT_NAMES)}
+
+
+def text_length_sql(table: str, *, alias: str = "") -> str:
+    """A row's characters of text (`TEXT_COLUMNS[table]`) as a SQL expression; `alias` qualifies the columns."""
+    prefix = f"{alias}." if alias else ""
+    return " + ".join(f"strlen(coalesce({prefix}{c}, ''))" for c in TEXT_COLUMNS[table])
+
+
 # Tables holding rows of an input file (column source_id), and the staging table of spans awaiting assembly.
 SOURCE_TABLES = ("spans", "turns", "conversations", "events", "provenance", "quarantine", "staged_spans")
 # Tables whose rows are replaced by a newer write of the same key (a rerun's data supersede the old); in the
