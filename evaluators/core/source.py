@@ -171,10 +171,26 @@ def _compiled(module: ModuleType) -> tuple[str, frozenset[str]]:
     return stable_id(*parts), frozenset(imports)
 
 
+_PARSE_ATTEMPTS = 3
+
+
+def _parse(source: str) -> ast.Module:
+    """`ast.parse`, asked again when it fails with a `SystemError`: CPython 3.11 shares the AST builder's recursion
+    counter between threads (gh-106905), so a library's thread compiling meanwhile (litellm's) makes a valid
+    parse fail now and then, and the same parse succeeds when asked again (a CI run failed on it)."""
+    for attempt in range(_PARSE_ATTEMPTS):
+        try:
+            return ast.parse(source)
+        except SystemError:
+            if attempt == _PARSE_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
 def _imports(module: ModuleType, source: str) -> Iterator[str]:
     """The modules `module` imports at its top level (see the module's docstring)."""
     try:
-        body = ast.parse(source).body
+        body = _parse(source).body
     except SyntaxError:
         return
     package = module.__name__ if hasattr(module, "__path__") else module.__name__.rpartition(".")[0]

@@ -90,3 +90,25 @@ def test_without_source_the_loaded_code_and_plain_constants_are_digested(sourcel
     # A change to one function changes the module's digest, so the other function's version moves with it.
     assert closure_digest(body.other) != closure_digest(a.other)
     assert function_digest(body.other) == function_digest(a.other)
+
+
+def test_a_spurious_systemerror_of_the_parser_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPython 3.11's AST builder (gh-106905) fails now and then while another thread compiles: one such failure
+    # must not fail the digest, three in a row still surface.
+    import ast
+
+    from agent_factory.evaluators.core import source
+
+    real, failures = ast.parse, [1]
+
+    def flaky(text: str) -> ast.Module:
+        if failures:
+            failures.pop()
+            raise SystemError("AST constructor recursion depth mismatch (before=174, after=193)")
+        return real(text)
+
+    monkeypatch.setattr(source.ast, "parse", flaky)
+    assert source._parse("import json\n").body[0].names[0].name == "json"  # type: ignore[attr-defined]
+    failures.extend([1, 1, 1])
+    with pytest.raises(SystemError):
+        source._parse("import json\n")
