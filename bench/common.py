@@ -49,6 +49,31 @@ def parse_seconds(path: Path | str, *, passes: int = 3) -> float:
     return best
 
 
+def store_seconds(store: Path | str, tables: tuple[str, ...]) -> float:
+    """A second floor: what DuckDB alone takes to append the rows a step wrote to `tables` of `store` (read back
+    as Arrow first, untimed) to the same empty tables of a fresh store, and to checkpoint them. No Python touches
+    a row: any design that keeps these rows in DuckDB pays at least this. Called in the measured child, after the
+    step, beside `parse_seconds`."""
+    import tempfile
+
+    import duckdb
+
+    with duckdb.connect(str(store), read_only=True) as src:
+        ddl = {t: src.execute("SELECT sql FROM duckdb_tables() WHERE table_name = ?", [t]).fetchall()[0][0]
+               for t in tables}
+        arrow = {t: src.sql(f"SELECT * FROM {t}").to_arrow_table() for t in tables}
+    with tempfile.TemporaryDirectory() as tmp, duckdb.connect(str(Path(tmp) / "floor.duckdb")) as con:
+        for t in tables:
+            con.execute(ddl[t])
+        t0 = time.perf_counter()
+        for t, rows in arrow.items():
+            con.register("rows", rows)
+            con.execute(f"INSERT INTO {t} SELECT * FROM rows")
+            con.unregister("rows")
+        con.execute("CHECKPOINT")
+        return time.perf_counter() - t0
+
+
 def peak_rss_mb() -> float:
     """This process's peak resident set since it was exec'd (VmHWM of /proc/self/status), in MB."""
     with open("/proc/self/status", encoding="ascii") as f:
