@@ -64,13 +64,11 @@ def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:
 
 
 def span_from_row(row: dict[str, Any]) -> Span:
-    """The span a `spans` row holds. The row was written from a validated span (`span_row`), so it is not
-    validated again (`model_construct`; the same span, field for field)."""
+    """The span a `spans` row holds."""
     tokens = None
     if any(row[k] is not None for k in ("tokens_in", "tokens_out", "tokens_total")):
-        tokens = TokenUsage.model_construct(input=row["tokens_in"], output=row["tokens_out"],
-                                            total=row["tokens_total"])
-    return Span.model_construct(
+        tokens = TokenUsage(input=row["tokens_in"], output=row["tokens_out"], total=row["tokens_total"])
+    return Span(
         id=row["id"], trace_id=row["trace_id"], parent_id=row["parent_id"], kind=row["kind"], name=row["name"],
         input=row["input"], output=row["output"], status=row["status"], error=row["error"],
         start=row["start_time"], end=row["end_time"], duration_ms=row["duration_ms"], model=row["model"],
@@ -79,8 +77,8 @@ def span_from_row(row: dict[str, Any]) -> Span:
 
 
 def turn_from_row(r: dict[str, Any], spans: tuple[Span, ...]) -> Turn:
-    """The turn a `turns` row holds, with its spans (written from a validated turn: not validated again)."""
-    return Turn.model_construct(
+    """The turn a `turns` row holds, with its spans."""
+    return Turn(
         id=r["id"], conversation_id=r["conversation_id"], user_id=r["user_id"], index=r["idx"],
         request=r["request"], answer=r["answer"], mode=r["mode"], delivery=r["delivery"],
         start=r["start_time"], end=r["end_time"], latency_ms=r["latency_ms"],
