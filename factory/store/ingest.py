@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from agent_factory.adapters.model import Span
 from agent_factory.factory.store.base import Store
-from agent_factory.factory.store.rows import fetch_dicts, span_from_row
+from agent_factory.factory.store.rows import arrow_dicts, fetch_dicts, span_from_row
 from agent_factory.factory.store.schema import text_length_sql
 
 # Span text per range of staged traces that DuckDB sorts at once (`iter_staged_rows`): an eighth of the 64 MB
@@ -58,10 +58,12 @@ def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000, traces:
             " WINDOW w AS (ORDER BY trace_id ROWS UNBOUNDED PRECEDING))"
             " GROUP BY part ORDER BY 1", [part_bytes, traces, source_id])
         for lo, hi in cur.fetchall():
-            cur.execute("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
-                        " ORDER BY trace_id, seq", [source_id, lo, hi])
-            while rows := fetch_dicts(cur, batch=batch):
-                yield rows
+            # As Arrow, made rows here (`arrow_dicts`): DuckDB builds each timestamp through its zone.
+            reader = cur.sql("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
+                             " ORDER BY trace_id, seq", params=[source_id, lo, hi]).to_arrow_reader(batch)
+            for part in reader:
+                if part.num_rows:
+                    yield arrow_dicts(part)
     finally:
         cur.close()
 

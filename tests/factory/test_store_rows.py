@@ -1,0 +1,63 @@
+"""`arrow_dicts`: an Arrow table's rows as `to_pylist` gives them, the timestamps built by adding to the epoch."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from agent_factory.factory.store.rows import arrow_dicts
+
+
+def _same(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
+    # Equal values of the same type and repr: a datetime's tzinfo object included.
+    return a == b and all(type(x[k]) is type(y[k]) and repr(x[k]) == repr(y[k]) for x, y in zip(a, b, strict=True)
+                          for k in x)
+
+
+def test_rows_equal_to_pylist_with_the_zone_pyarrow_gives() -> None:
+    times = [datetime(2025, 3, 19, 14, 53, 54, 982893, tzinfo=UTC), None, datetime(1969, 12, 31, 23, 59, 59, 1,
+                                                                                    tzinfo=UTC),
+             datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC), datetime(1, 1, 1, tzinfo=UTC)]
+    for tz in ("Etc/UTC", "UTC", "+00:00", None):
+        t = pa.table({
+            "at": pa.array([x if tz else (x.replace(tzinfo=None) if x else None) for x in times],
+                           type=pa.timestamp("us", tz=tz)),
+            "n": pa.array([1, None, 3, 4, 5]), "s": pa.array(["a", "b", None, "d", "é"]),
+        })
+        assert _same(arrow_dicts(t), t.to_pylist())
+
+
+def test_other_zones_and_units_are_left_to_pyarrow() -> None:
+    # A zone with daylight saving: the epoch plus a timedelta would be wall-clock arithmetic, so no fast path.
+    at = [datetime(2025, 3, 30, 0, 30, tzinfo=UTC) + timedelta(hours=h) for h in range(4)]
+    for typ in (pa.timestamp("us", tz="Europe/Berlin"), pa.timestamp("ms", tz="UTC"), pa.timestamp("s")):
+        values = at if typ.tz else [x.replace(tzinfo=None) for x in at]
+        t = pa.table({"at": pa.array(values, type=typ)})
+        assert _same(arrow_dicts(t), t.to_pylist())
+
+
+def test_duckdb_timestamps_read_as_arrow_equal_duckdbs_own_rows() -> None:
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("CREATE TABLE t AS SELECT i, TIMESTAMPTZ '2024-02-29 12:00:00.123456+00' + i * INTERVAL 37 MINUTE"
+                " AS ts FROM range(5000) r(i) UNION ALL SELECT 5000, NULL")
+    cur = con.execute("SELECT i, ts FROM t ORDER BY i")
+    names = [d[0] for d in cur.description]
+    expected = [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+    got = arrow_dicts(con.sql("SELECT i, ts FROM t ORDER BY i").to_arrow_table())
+    assert _same(got, expected)
+
+
+def test_a_record_batch_and_an_empty_table() -> None:
+    t = pa.table({"at": pa.array([datetime(2020, 1, 1, tzinfo=UTC)], type=pa.timestamp("us", tz="UTC"))})
+    assert _same(arrow_dicts(t.to_batches()[0]), t.to_pylist())
+    assert arrow_dicts(t.slice(0, 0)) == []
+
+
+@pytest.mark.parametrize("values", [[None, None], []])
+def test_a_column_of_nulls(values: list[None]) -> None:
+    t = pa.table({"at": pa.array(values, type=pa.timestamp("us", tz="UTC"))})
+    assert _same(arrow_dicts(t), t.to_pylist())
