@@ -7,9 +7,11 @@ Used by `factory.ingest`, which owns the file loop and its reports.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
+
+import pyarrow as pa
 
 from agent_factory.adapters.assemble import assemble_turn, split_trace
 from agent_factory.adapters.base import Quarantine
@@ -18,20 +20,21 @@ from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record, record_json
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork, whole_groups
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
 from agent_factory.factory.store.ingest import (
     call_group_spans,
     consume_staged,
     delete_turns,
-    iter_staged_rows,
+    iter_staged_batches,
     iter_staged_spans,
     shared_traces,
     trace_elsewhere,
     turn_attributes,
 )
-from agent_factory.factory.store.rows import BATCH_BYTES, span_from_row, text_bytes
+from agent_factory.factory.store.rows import BATCH_BYTES, arrow_dicts, arrow_rows, span_from_row, table_text
 from agent_factory.factory.store.schema import TEXT_COLUMNS
+from agent_factory.factory.store.turn_tables import ipc_stream, read_ipc
 from agent_factory.knowledge_packs import KnowledgePack
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -206,30 +209,46 @@ class FileWriter:
     def _assemble_in_processes(self, shared: set[str]) -> None:
         """`assemble_staged` with the traces no other file shares settled by forked workers (`settle_trace`,
         pure), in chunks of traces, taken in here in trace order as the one-process path takes them. A shared
-        trace travels in its chunk untouched and is joined here, where the store is (`_trace`)."""
+        trace travels in its chunk untouched and is joined here, where the store is (`_trace`). Chunks travel
+        as Arrow both ways: the staged rows out (an IPC stream), the rows of the turns back as tables the worker
+        made, so this process builds no row of a trace the workers settled."""
         pack, path, source_id = self.pack, self.path, self.source_id
 
-        def work(chunk: _TraceChunk) -> list[SettledTrace | _SpanRows]:
+        def work(chunk: _TraceChunk) -> _Settled:
+            staged, shared_here = chunk
             out: list[SettledTrace | _SpanRows] = []
-            for is_shared, rows in chunk:
-                if is_shared:
+            written: dict[str, list[dict[str, Any]]] = {"turns": [], "provenance": [], "spans": []}
+            for rows in _traces(arrow_dicts(read_ipc(staged))):
+                if rows[0]["trace_id"] in shared_here:
                     out.append(rows)
                     continue
                 spans = [span_from_row(r) for r in rows]
-                out.append(settle_trace(spans, own={s.id for s in spans}, count=len(spans), path=path, pack=pack,
-                                        source_id=source_id))
-            return out
+                t = settle_trace(spans, own={s.id for s in spans}, count=len(spans), path=path, pack=pack,
+                                 source_id=source_id)
+                if t.written is not None:
+                    turn, provenance, span_rows = t.written
+                    written["turns"].append(turn)
+                    written["provenance"].append(provenance)
+                    written["spans"].extend(span_rows)
+                    t = replace(t, written=None)
+                out.append(t)
+            return out, {name: arrow_rows(name, rows) for name, rows in written.items()}
 
-        def sink(done: list[SettledTrace | _SpanRows]) -> None:
-            for t in done:
+        def sink(done: _Settled) -> None:
+            settled, tables = done
+            for t in settled:
                 if isinstance(t, SettledTrace):
                     self._settled(t)
                 else:
                     self._trace([span_from_row(r) for r in t], shared=True)
+            # The chunk's turns in its traces' order: the rows `_settled` would have queued one by one.
+            self.rows.turns.add_table(tables["turns"])
+            self.rows.provenance.add_table(tables["provenance"])
+            self.rows.spans.add_table(tables["spans"])
 
-        executor: ProcessExecutor[_TraceChunk, list[SettledTrace | _SpanRows]] = ProcessExecutor(workers=self.workers)
-        executor.run(_trace_chunks(iter_staged_rows(self.store, self.source_id), shared=shared, spans=CHUNK_SPANS),
-                     work=work, sink=sink)
+        executor: ProcessExecutor[_TraceChunk, _Settled] = ProcessExecutor(workers=self.workers)
+        executor.run(_trace_chunks(iter_staged_batches(self.store, self.source_id), shared=shared,
+                                   spans=CHUNK_SPANS, max_bytes=CHUNK_BYTES), work=work, sink=sink)
 
     def _stored(self, trace_id: str) -> list[Span]:
         """The trace's spans held elsewhere: other files' pending spans and the spans of stored turns (which this
@@ -305,16 +324,62 @@ class FileWriter:
 
 
 _SpanRows = list[dict[str, Any]]
-_TraceChunk = list[tuple[bool, _SpanRows]]
-"""Whole traces' staged rows, each with whether another file shares the trace."""
+_TraceChunk = tuple[pa.Buffer, frozenset[str]]
+"""Whole traces' staged rows in trace order (an Arrow IPC stream), and the ids of those another file shares."""
+_Settled = tuple[list["SettledTrace | _SpanRows"], dict[str, pa.Table]]
+"""A chunk settled: each trace's outcome, its turn's rows left out, or, for a shared trace, its staged rows; and
+the `turns`, `provenance` and `spans` rows of its turns as tables, in trace order."""
 
 
-def _trace_chunks(batches: Iterable[_SpanRows], *, shared: set[str], spans: int) -> Iterator[tuple[_TraceChunk, int]]:
-    """Staged rows in trace order as chunks of whole traces (at least `spans` rows each), every trace with
-    whether it is shared with another file; each chunk with its number of traces."""
-    for traces in whole_groups(batches, key=lambda r: r["trace_id"], size=spans,
-                               weight=lambda r: text_bytes(r, _SPAN_TEXT), max_weight=CHUNK_BYTES):
-        yield [(t[0]["trace_id"] in shared, t) for t in traces], len(traces)
+def _traces(rows: list[dict[str, Any]]) -> Iterator[_SpanRows]:
+    """Rows in trace order, as each trace's rows."""
+    group: _SpanRows = []
+    for r in rows:
+        if group and r["trace_id"] != group[0]["trace_id"]:
+            yield group
+            group = []
+        group.append(r)
+    if group:
+        yield group
+
+
+def _trace_chunks(batches: Iterable[pa.RecordBatch], *, shared: set[str], spans: int, max_bytes: int
+                  ) -> Iterator[tuple[_TraceChunk, int]]:
+    """Staged rows in trace order (Arrow batches) as chunks of whole traces, cut where `whole_groups` cuts rows:
+    at the end of a trace once the chunk holds `spans` rows of ended traces or `max_bytes` of span text
+    (`table_text`). Each chunk with its number of traces."""
+    parts: list[pa.RecordBatch] = []  # the chunk so far, as slices of batches
+    open_rows = ended = weighed = traces = 0  # the open trace's rows; the ended traces' rows; all rows' text
+    mine: set[str] = set()
+    last: str | None = None
+
+    def chunk() -> tuple[_TraceChunk, int]:
+        return (ipc_stream(pa.Table.from_batches(parts)), frozenset(mine)), traces
+
+    for batch in batches:
+        ids = batch.column("trace_id").to_pylist()
+        weights = table_text(batch, _SPAN_TEXT).tolist()
+        start = 0  # the batch's rows before it are in `parts`
+        for i, k in enumerate(ids):
+            if k != last:
+                if open_rows:
+                    ended += open_rows
+                    traces += 1
+                    open_rows = 0
+                    if ended >= spans or weighed >= max_bytes:
+                        parts.append(batch.slice(start, i - start))
+                        yield chunk()
+                        parts, mine, ended, weighed, traces, start = [], set(), 0, 0, 0, i
+                if k in shared:
+                    mine.add(k)
+                last = k
+            open_rows += 1
+            weighed += weights[i]
+        if start < len(ids):
+            parts.append(batch.slice(start))
+    if open_rows:
+        traces += 1
+        yield chunk()
 
 
 def _by_start(spans: list[Span]) -> list[Span]:

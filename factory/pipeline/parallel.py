@@ -108,7 +108,7 @@ def collect_in_workers(
         if done.data.num_rows:
             data.add_table(done.data)
         if done.units.num_rows:
-            units.add_table(done.units)
+            units.add_table(done.units, unique=True)  # a chunk's units: each unit once
 
     executor: ProcessExecutor[TurnChunk, _ChunkDone] = ProcessExecutor(workers=workers, progress=progress)
     executor.run(iter_turn_chunks(store, users=users, turns=CHUNK_TURNS), work=work, sink=sink)

@@ -97,7 +97,7 @@ class DataBatch:
     def add_table(self, table: pa.Table) -> None:
         """Queue data already made an `atomic_data` table of this run (`data_table`: a worker's chunk)."""
         self._queue_columns()
-        self.batch.add_table(table)
+        self.batch.add_table(table, unique=True)
 
     def flush(self) -> None:
         """Append the queued data (a stored datum of the same key is replaced) and empty the batch."""
@@ -106,7 +106,7 @@ class DataBatch:
 
     def _queue_columns(self) -> None:
         if len(self.cols):
-            self.batch.add_table(data_table(self.cols, run_id=self.run_id))
+            self.batch.add_table(data_table(self.cols, run_id=self.run_id), unique=True)
             self.cols = DataColumns()
 
 

@@ -38,7 +38,15 @@ def iter_staged_spans(store: Store, source_id: str, *, batch: int = 5000, traces
 
 def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000,
                      part_bytes: int = STAGED_PART_BYTES) -> Iterator[list[dict[str, Any]]]:
-    """The file's staged `spans` rows in trace order, then arrival order, `batch` rows at a time.
+    """The file's staged `spans` rows in trace order, then arrival order, `batch` rows at a time
+    (`iter_staged_batches`, made rows here)."""
+    for part in iter_staged_batches(store, source_id, batch=batch, traces=traces, part_bytes=part_bytes):
+        yield arrow_dicts(part)
+
+
+def iter_staged_batches(store: Store, source_id: str, *, batch: int = 5000, traces: int = 20_000,
+                        part_bytes: int = STAGED_PART_BYTES) -> Iterator[pa.RecordBatch]:
+    """The file's staged `spans` rows in trace order, then arrival order, as Arrow batches of at most `batch`.
 
     Staged rows are committed, so a cursor of its own (another connection) streams them while the store's
     connection writes the turns; Python holds one page. The spans are read a range of trace ids at a time, and
@@ -58,12 +66,12 @@ def iter_staged_rows(store: Store, source_id: str, *, batch: int = 5000, traces:
             " WINDOW w AS (ORDER BY trace_id ROWS UNBOUNDED PRECEDING))"
             " GROUP BY part ORDER BY 1", [part_bytes, traces, source_id])
         for lo, hi in cur.fetchall():
-            # As Arrow, made rows here (`arrow_dicts`): DuckDB builds each timestamp through its zone.
+            # As Arrow (rows are made by `arrow_dicts`: DuckDB builds each timestamp through its zone).
             reader = cur.sql("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
                              " ORDER BY trace_id, seq", params=[source_id, lo, hi]).to_arrow_reader(batch)
             for part in reader:
                 if part.num_rows:
-                    yield arrow_dicts(part)
+                    yield part
     finally:
         cur.close()
 

@@ -182,6 +182,15 @@ BATCH_BYTES = 16 << 20
 memory until they are written, and 4,000 spans of 60 kB prompts (260 MB) ran ingest out of its 128 MB."""
 
 
+def table_text(table: pa.Table | pa.RecordBatch, columns: tuple[str, ...]) -> np.ndarray:
+    """`text_bytes` of every row of an Arrow table (int64 numpy; pure)."""
+    total = np.zeros(table.num_rows, dtype=np.int64)
+    for c in columns:
+        if c in table.column_names:
+            total += pc.fill_null(pc.utf8_length(table.column(c)), 0).to_numpy(zero_copy_only=False)
+    return total
+
+
 def text_bytes(row: dict[str, Any], columns: tuple[str, ...]) -> int:
     """The characters of a row's text columns (`TEXT_COLUMNS`): the part of its size that the input decides."""
     return sum(len(v) for c in columns if isinstance(v := row.get(c), str))
@@ -201,6 +210,7 @@ class Batch:
         # The text of each run of VECTOR_ROWS rows, in the order they are written (DuckDB's vectors of them):
         # the widest goes to `Store.fit_vector` before the rows are appended.
         self._vector = self._vector_rows = self._widest = 0
+        self._repeats = False  # whether a table queued may hold a key twice
         self.fresh = False
         """Whether no stored row can share a key with the rows queued from now on (`append_arrow`'s `fresh`)."""
 
@@ -217,18 +227,39 @@ class Batch:
         if len(self.rows) + self.table_rows >= self.size or self.bytes >= self.max_bytes:
             self.flush()
 
-    def add_table(self, table: pa.Table) -> None:
-        """Queue rows already made a table of this table's schema (`arrow_rows`); flush once the batch is full."""
+    def add_table(self, table: pa.Table, *, unique: bool = False) -> None:
+        """Queue rows already made a table of this table's schema (`arrow_rows`: a worker's); flush once the
+        batch is full. Its text is counted as `add` counts rows' (`table_text`), vector by vector. `unique`: the
+        caller made it one row per key (`one_per_key`), so a batch of it alone is not searched for repeats."""
+        if not table.num_rows:
+            return
         if self.rows:  # the rows queued before it come before it
             self.tables.append(self._rows_table())
+        self._repeats = self._repeats or not unique
         self.tables.append(table)
         self.table_rows += table.num_rows
-        text = sum(table.column(c).nbytes for c in self._text if c in table.column_names)
-        self.bytes += text
-        # A worker's table: its mean width stands for its widest vector.
-        self._widest = max(self._widest, text * min(table.num_rows, VECTOR_ROWS) // max(table.num_rows, 1))
+        lengths = table_text(table, self._text)
+        self.bytes += int(lengths.sum())
+        self._count_vectors(lengths)
         if self.table_rows >= self.size or self.bytes >= self.max_bytes:
             self.flush()
+
+    def _count_vectors(self, lengths: np.ndarray) -> None:
+        """Count rows' text into DuckDB's vectors of VECTOR_ROWS rows, in the order they are written: as `add`
+        counts them one at a time."""
+        take = min(VECTOR_ROWS - self._vector_rows, len(lengths))
+        self._vector += int(lengths[:take].sum())
+        self._vector_rows += take
+        if self._vector_rows == VECTOR_ROWS:
+            self._widest = max(self._widest, self._vector)
+            self._vector = self._vector_rows = 0
+        rest = lengths[take:]
+        full = len(rest) // VECTOR_ROWS
+        if full:
+            self._widest = max(self._widest, int(rest[:full * VECTOR_ROWS].reshape(full, VECTOR_ROWS).sum(1).max()))
+        tail = rest[full * VECTOR_ROWS:]
+        self._vector += int(tail.sum())
+        self._vector_rows += len(tail)
 
     def _rows_table(self) -> pa.Table:
         keys = TABLES[self.table][1] if self.table in TABLES else ()
@@ -247,7 +278,7 @@ class Batch:
 
     def flush(self) -> None:
         """Append the queued rows and empty the batch (on a key conflict: keep or replace, as the table says)."""
-        tables, self.tables, self.table_rows, self.bytes = self.tables, [], 0, 0
+        tables, self.tables, self.bytes = self.tables, [], 0
         self.store.fit_vector(max(self._widest, self._vector))
         self._widest = 0
         if self.rows:
@@ -255,8 +286,10 @@ class Batch:
         if not tables:
             return
         keys = TABLES[self.table][1] if self.table in TABLES else ()
+        # One table made here (`_rows_table`) or said unique holds one row per key already.
+        repeats, self._repeats, self.table_rows = len(tables) > 1 or self._repeats, False, 0
         table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
-        if keys and len(tables) > 1:
+        if keys and repeats:
             table = one_per_key(table, keys, last=self.table in REPLACE_ON_CONFLICT)
         append_arrow(self.con, self.table, table, fresh=self.fresh)
 
@@ -276,5 +309,8 @@ def append_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table, *,
         con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
         con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
     else:
-        con.execute(f"INSERT INTO {table} SELECT * FROM arrow b"
-                    f" WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match})")
+        # In the table's order: DuckDB's search of the stored rows (a hash join, built on the smaller side once
+        # the table outgrows the batch) hands the rows on in its hash table's order.
+        ordered = arrow.append_column("__order", pa.array(np.arange(arrow.num_rows)))  # noqa: F841 - read by SQL
+        con.execute(f"INSERT INTO {table} SELECT * EXCLUDE (__order) FROM ordered b"
+                    f" WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match}) ORDER BY __order")

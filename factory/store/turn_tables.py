@@ -44,7 +44,7 @@ def iter_turn_chunks(store: Store, *, users: Collection[str] | None = None, batc
         for group in whole_groups([list(range(len(keys)))], key=pieces.__getitem__, size=turns):
             turns_of, spans_of = bucket_slice(turn_t, span_t, at, group[0][0], group[-1][-1] + 1)
             starts = sum(1 for g in group if keys[g[0]] != (keys[g[0] - 1] if g[0] else before))
-            yield (_ipc(turns_of), _ipc(spans_of)), starts
+            yield (ipc_stream(turns_of), ipc_stream(spans_of)), starts
         before = keys[-1] if keys else before
 
 
@@ -61,7 +61,9 @@ def _pieces(keys: list[Any], segments: list[Any], *, turns: int) -> list[tuple[A
     return out
 
 
-def _ipc(table: pa.Table) -> pa.Buffer:
+def ipc_stream(table: pa.Table) -> pa.Buffer:
+    """`table` as the bytes of an Arrow IPC stream: what a chunk travels to a worker as (a pickled slice would
+    carry its whole batch); `read_ipc` reads it back."""
     sink = pa.BufferOutputStream(memory_pool=POOL)
     with pa.ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)
@@ -72,4 +74,9 @@ def chunk_rows(chunk: TurnChunk) -> list[TurnRows]:
     """A chunk's turns as `Store.iter_turn_rows` gives them: each `turns` row with its spans' rows (pure; the
     worker makes them)."""
     turn_buf, span_buf = chunk
-    return bucket_rows(pa.ipc.open_stream(turn_buf).read_all(), pa.ipc.open_stream(span_buf).read_all())
+    return bucket_rows(read_ipc(turn_buf), read_ipc(span_buf))
+
+
+def read_ipc(buf: pa.Buffer) -> pa.Table:
+    """The table an `ipc_stream` holds."""
+    return pa.ipc.open_stream(buf).read_all()

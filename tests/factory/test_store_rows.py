@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
 import pytest
 
-from agent_factory.factory.store.rows import arrow_dicts
+from agent_factory.factory.store import Store
+from agent_factory.factory.store.rows import append_arrow, arrow_dicts, arrow_rows
 
 
 def _same(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
@@ -61,3 +63,18 @@ def test_a_record_batch_and_an_empty_table() -> None:
 def test_a_column_of_nulls(values: list[None]) -> None:
     t = pa.table({"at": pa.array(values, type=pa.timestamp("us", tz="UTC"))})
     assert _same(arrow_dicts(t), t.to_pylist())
+
+
+def test_appends_keep_the_order_of_their_rows_once_the_table_outgrows_a_batch(tmp_path: Path) -> None:
+    # DuckDB's search of the stored keys is a hash join; built on the batch once the table is larger, it handed
+    # the new rows on in its hash table's order (rows 20,001 on of the default simulation's spans were shuffled).
+    with Store(tmp_path / "s.duckdb") as st:
+        written: list[str] = []
+        for b in range(8):
+            ids = [f"t{(b * 7919 + i * 104729) % 1_000_003:07d}" for i in range(4000)]
+            if b == 7:
+                ids[:10] = written[:10]  # stored keys: the first write of a key wins, the rest keep their order
+            append_arrow(st.con, "turns", arrow_rows("turns", [{"id": i, "conversation_id": "c"} for i in ids]))
+            written.extend(i for i in ids if i not in set(written[:10]) or b < 7)
+        stored = [r[0] for r in st.con.execute("SELECT id FROM turns ORDER BY rowid").fetchall()]
+    assert stored == written
