@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pyarrow as pa
 from pydantic import Field
 
 from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
@@ -158,11 +159,14 @@ def ingest_file(
     with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
         w = FileWriter(store, source_id=source_id, path=source, pack=pack, workers=workers)
 
+        reported = 0
+
         def take(item: object) -> None:
-            nonlocal read
+            nonlocal read, reported
             read += 1
-            if isinstance(item, dict):  # a span's staged row, made by a worker (`ingest_lines`)
-                w.stage_row(item)
+            if isinstance(item, pa.Table):  # spans' staged rows, made by a worker (`ingest_lines`)
+                read += item.num_rows - 1
+                w.stage_table(item)
             elif isinstance(item, Quarantine):
                 w.reject(item)
             elif isinstance(item, Conversation):
@@ -175,8 +179,9 @@ def ingest_file(
             elif isinstance(item, OutcomeEvent):
                 w.events.add(event_row(item, source_id=source_id))
                 w.accepted += 1
-            if on_record is not None and read % 1000 == 0:
+            if on_record is not None and read // 1000 > reported // 1000:
                 on_record(read)
+            reported = read
 
         per_line = line_reader(adapter, path, workers=workers)
         if per_line is not None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from agent_factory.adapters.assemble import assemble_turn, split_trace
@@ -186,6 +187,15 @@ class FileWriter:
         row["seq"] = self.staged_count
         self.staged.add(row)
         self.staged_count += 1
+
+    def stage_table(self, table: pa.Table) -> None:
+        """Stage spans given as a table of their rows (`span_row`s of this file's source), numbered here in
+        arrival order."""
+        n = table.num_rows
+        at = table.schema.get_field_index("seq")
+        seq = pa.array(np.arange(self.staged_count, self.staged_count + n), type=table.schema.field(at).type)
+        self.staged.add_table(table.set_column(at, "seq", seq))
+        self.staged_count += n
 
     def assemble_staged(self) -> None:
         """Group staged spans by trace (in arrival order), check each tree, and write its turn."""
