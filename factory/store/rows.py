@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import duckdb
 import numpy as np
@@ -125,7 +125,7 @@ _MIN_US = int((datetime.min - datetime(1970, 1, 1)) / timedelta(microseconds=1))
 _MAX_US = int((datetime.max - datetime(1970, 1, 1)) / timedelta(microseconds=1))
 
 
-def _times(col: pa.ChunkedArray | pa.Array) -> list[Any]:
+def _times(col: pa.ChunkedArray[Any] | pa.Array[Any]) -> list[Any]:
     """A column's values as `to_pylist` gives them; a timestamp column of microseconds in UTC (what DuckDB
     gives) built as the epoch plus a timedelta: pyarrow builds each value through its zone, 6.6 us a value, a
     fifth of reading the default simulation's stored turns back. The epoch is pyarrow's own (its zone object),
@@ -137,7 +137,7 @@ def _times(col: pa.ChunkedArray | pa.Array) -> list[Any]:
     lo, hi = pc.min_max(us).values()
     if lo.is_valid and (lo.as_py() < _MIN_US or hi.as_py() > _MAX_US):
         return col.to_pylist()  # out of datetime's range: to_pylist says what it says of them
-    epoch = pa.scalar(0, type=t).as_py()
+    epoch = cast(datetime, pa.scalar(0, type=t).as_py())  # the stubs type it an int
     one = timedelta(microseconds=1)
     return [None if v is None else epoch + v * one for v in us.to_pylist()]
 
@@ -185,9 +185,10 @@ memory until they are written, and 4,000 spans of 60 kB prompts (260 MB) ran ing
 def table_text(table: pa.Table | pa.RecordBatch, columns: tuple[str, ...]) -> np.ndarray:
     """`text_bytes` of every row of an Arrow table (int64 numpy; pure)."""
     total = np.zeros(table.num_rows, dtype=np.int64)
+    length: Any = pc.utf8_length  # its stubs take string arrays only; a column of the table's schema is one
     for c in columns:
         if c in table.column_names:
-            total += pc.fill_null(pc.utf8_length(table.column(c)), 0).to_numpy(zero_copy_only=False)
+            total += np.asarray(pc.fill_null(length(table.column(c)), 0), dtype=np.int64)
     return total
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from agent_factory.factory.store import Store
-from agent_factory.factory.store.rows import append_arrow, arrow_dicts, arrow_rows
+from agent_factory.factory.store.rows import Batch, append_arrow, arrow_dicts, arrow_rows, table_text
 
 
 def _same(a: list[dict[str, object]], b: list[dict[str, object]]) -> bool:
@@ -78,3 +78,21 @@ def test_appends_keep_the_order_of_their_rows_once_the_table_outgrows_a_batch(tm
             written.extend(i for i in ids if i not in set(written[:10]) or b < 7)
         stored = [r[0] for r in st.con.execute("SELECT id FROM turns ORDER BY rowid").fetchall()]
     assert stored == written
+
+
+def test_a_table_counts_its_text_as_its_rows_would_one_at_a_time(tmp_path: Path) -> None:
+    # What DuckDB's memory must make room for (`Store.fit_vector`) is the text of its widest vector of rows:
+    # a worker's table is counted vector by vector, as `add` counts rows, whatever the tables' sizes.
+    rows = [{"trace_id": "t", "id": str(i), "input": "x" * (i % 97), "output": None if i % 5 else "é" * 3000,
+             "attributes": "{}"} for i in range(9000)]
+    with Store(tmp_path / "s.duckdb") as st:
+        one = Batch(st, "spans", size=1 << 30, max_bytes=1 << 62)
+        for r in rows:
+            one.add(r)
+        tables = Batch(st, "spans", size=1 << 30, max_bytes=1 << 62)
+        for lo, hi in ((0, 5), (5, 2100), (2100, 2101), (2101, 7000), (7000, 9000)):
+            tables.add_table(arrow_rows("spans", rows[lo:hi]))
+        assert (tables.bytes, tables._widest, tables._vector, tables._vector_rows) == (
+            one.bytes, one._widest, one._vector, one._vector_rows)
+        assert tables._widest > 0 and list(table_text(arrow_rows("spans", rows[:3]), ("input", "output"))) == [
+            3000, 1, 2]
