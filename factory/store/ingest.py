@@ -66,10 +66,13 @@ def iter_staged_batches(store: Store, source_id: str, *, batch: int = 5000, trac
             " WINDOW w AS (ORDER BY trace_id ROWS UNBOUNDED PRECEDING))"
             " GROUP BY part ORDER BY 1", [part_bytes, traces, source_id])
         for lo, hi in cur.fetchall():
-            # As Arrow (rows are made by `arrow_dicts`: DuckDB builds each timestamp through its zone).
-            reader = cur.sql("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
-                             " ORDER BY trace_id, seq", params=[source_id, lo, hi]).to_arrow_reader(batch)
-            for part in reader:
+            # The range whole, as Arrow (it is bounded by text), handed on `batch` rows at a time; rows are made by
+            # `arrow_dicts` (DuckDB builds each timestamp through its zone). Not a streaming reader: one left open
+            # kept its transaction while the turns were written, and the store grew by a quarter in blocks no
+            # checkpoint could free.
+            rows = cur.sql("SELECT * FROM staged_spans WHERE source_id = ? AND trace_id BETWEEN ? AND ?"
+                           " ORDER BY trace_id, seq", params=[source_id, lo, hi]).to_arrow_table()
+            for part in rows.to_batches(max_chunksize=batch):
                 if part.num_rows:
                     yield part
     finally:

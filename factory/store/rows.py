@@ -232,10 +232,20 @@ class Batch:
         """Queue rows already made a table of this table's schema (`arrow_rows`: a worker's); flush once the
         batch is full. Its text is counted as `add` counts rows' (`table_text`), vector by vector. `unique`: the
         caller made it one row per key (`one_per_key`), so a batch of it alone is not searched for repeats."""
+        # Cut where `add` would flush: the same appends whichever way rows come (appends of other sizes left the
+        # store a quarter larger in blocks no checkpoint freed: 1x ingest by workers, 26.7 MiB against 20.7).
+        while 0 < (room := self.size - len(self.rows) - self.table_rows) < table.num_rows:
+            self._queue_table(table.slice(0, room), unique=unique)
+            table = table.slice(room)
+        self._queue_table(table, unique=unique)
+
+    def _queue_table(self, table: pa.Table, *, unique: bool) -> None:
         if not table.num_rows:
             return
         if self.rows:  # the rows queued before it come before it
-            self.tables.append(self._rows_table())
+            queued = self._rows_table()
+            self.tables.append(queued)
+            self.table_rows += queued.num_rows
         self._repeats = self._repeats or not unique
         self.tables.append(table)
         self.table_rows += table.num_rows
@@ -310,8 +320,14 @@ def append_arrow(con: duckdb.DuckDBPyConnection, table: str, arrow: pa.Table, *,
         con.execute(f"DELETE FROM {table} t WHERE EXISTS (SELECT 1 FROM arrow b WHERE {match})")
         con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
     else:
-        # In the table's order: DuckDB's search of the stored rows (a hash join, built on the smaller side once
-        # the table outgrows the batch) hands the rows on in its hash table's order.
+        # The rows whose keys are stored are found first, and the others appended as they are: inserted through
+        # the search of the stored rows (a hash join, built on the smaller side once the table outgrows the
+        # batch), they came in its hash table's order.
         ordered = arrow.append_column("__order", pa.array(np.arange(arrow.num_rows)))  # noqa: F841 - read by SQL
-        con.execute(f"INSERT INTO {table} SELECT * EXCLUDE (__order) FROM ordered b"
-                    f" WHERE NOT EXISTS (SELECT 1 FROM {table} t WHERE {match}) ORDER BY __order")
+        stored = con.execute(f"SELECT b.__order FROM ordered b WHERE EXISTS (SELECT 1 FROM {table} t WHERE {match})"
+                             ).fetchnumpy()["__order"]
+        if len(stored):
+            keep = np.ones(arrow.num_rows, dtype=bool)
+            keep[np.asarray(stored, dtype=np.int64)] = False
+            arrow = arrow.filter(pa.array(keep))
+        con.execute(f"INSERT INTO {table} SELECT * FROM arrow")
