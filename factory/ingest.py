@@ -163,9 +163,8 @@ def ingest_file(
 
         def take(item: object) -> None:
             nonlocal read, reported
-            read += 1
+            read += item.num_rows if isinstance(item, pa.Table) else 1
             if isinstance(item, pa.Table):  # spans' staged rows, made by a worker (`ingest_lines`)
-                read += item.num_rows - 1
                 w.stage_table(item)
             elif isinstance(item, Quarantine):
                 w.reject(item)

@@ -21,7 +21,7 @@ from agent_factory.adapters.model import Conversation, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record, record_json
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork
+from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork, whole_groups
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
 from agent_factory.factory.store.ingest import (
     call_group_spans,
@@ -355,41 +355,30 @@ def _traces(rows: list[dict[str, Any]]) -> Iterator[_SpanRows]:
 
 def _trace_chunks(batches: Iterable[pa.RecordBatch], *, shared: set[str], spans: int, max_bytes: int
                   ) -> Iterator[tuple[_TraceChunk, int]]:
-    """Staged rows in trace order (Arrow batches) as chunks of whole traces, cut where `whole_groups` cuts rows:
-    at the end of a trace once the chunk holds `spans` rows of ended traces or `max_bytes` of span text
-    (`table_text`). Each chunk with its number of traces."""
-    parts: list[pa.RecordBatch] = []  # the chunk so far, as slices of batches
-    open_rows = ended = weighed = traces = 0  # the open trace's rows; the ended traces' rows; all rows' text
-    mine: set[str] = set()
-    last: str | None = None
+    """Staged rows in trace order (Arrow batches) as chunks of whole traces, cut by `whole_groups` (at least
+    `spans` rows, or `max_bytes` of span text by `table_text`), each a slice of the batches; each chunk with its
+    number of traces."""
+    held: dict[int, pa.RecordBatch] = {}
 
-    def chunk() -> tuple[_TraceChunk, int]:
-        return (ipc_stream(pa.Table.from_batches(parts)), frozenset(mine)), traces
+    def positions() -> Iterator[list[tuple[str, int, int, int]]]:
+        # Each row as (trace id, text, batch, row): what `whole_groups` groups and weighs.
+        for j, batch in enumerate(batches):
+            held[j] = batch
+            ids = [str(k) for k in batch.column("trace_id").to_pylist()]  # never null (`staged_spans`)
+            yield [(k, w, j, i) for i, (k, w) in enumerate(zip(ids, table_text(batch, _SPAN_TEXT).tolist(),
+                                                                  strict=True))]
 
-    for batch in batches:
-        ids = batch.column("trace_id").to_pylist()
-        weights = table_text(batch, _SPAN_TEXT).tolist()
-        start = 0  # the batch's rows before it are in `parts`
-        for i, k in enumerate(ids):
-            if k != last:
-                if open_rows:
-                    ended += open_rows
-                    traces += 1
-                    open_rows = 0
-                    if ended >= spans or weighed >= max_bytes:
-                        parts.append(batch.slice(start, i - start))
-                        yield chunk()
-                        parts, mine, ended, weighed, traces, start = [], set(), 0, 0, 0, i
-                if k in shared:
-                    mine.add(k)
-                last = k
-            open_rows += 1
-            weighed += weights[i]
-        if start < len(ids):
-            parts.append(batch.slice(start))
-    if open_rows:
-        traces += 1
-        yield chunk()
+    for traces in whole_groups(positions(), key=lambda p: p[0], size=spans, weight=lambda p: p[1],
+                               max_weight=max_bytes):
+        (_, _, j0, i0), (_, _, j1, i1) = traces[0][0], traces[-1][-1]
+        parts = []
+        for j in range(j0, j1 + 1):
+            lo, hi = i0 if j == j0 else 0, i1 + 1 if j == j1 else held[j].num_rows
+            parts.append(held[j].slice(lo, hi - lo))
+        for j in range(j0, j1):
+            del held[j]  # the next chunk starts in batch j1 or later
+        mine = frozenset(t[0][0] for t in traces if t[0][0] in shared)
+        yield (ipc_stream(pa.Table.from_batches(parts)), mine), len(traces)
 
 
 def _by_start(spans: list[Span]) -> list[Span]:
