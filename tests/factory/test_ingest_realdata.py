@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from agent_factory.adapters.model import DeliveryState
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest import IngestReport, ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data
@@ -36,7 +36,7 @@ def test_tau_bench_conversations_and_rewards_reach_the_store(tmp_path: Path) -> 
     assert user_turns == sum(1 for r in raw for m in r["traj"] if m["role"] == "user")
 
 
-def test_trail_every_span_with_parents_and_kinds(tmp_path: Path) -> None:
+def test_trail_every_span_with_parents_and_kinds(trail_store: tuple[Path, IngestReport]) -> None:
     root = shared_data("trail", "traces")
     files = sorted(root.glob("*/*.json"))
     expected_spans = 0
@@ -56,8 +56,8 @@ def test_trail_every_span_with_parents_and_kinds(tmp_path: Path) -> None:
         for s in doc["spans"]:
             expected_spans += _count_spans(s)
             walk(s, doc["trace_id"])
-    with Store(tmp_path / "s.duckdb") as st:
-        rep = ingest_paths(st, [root], pack=load_pack("default"))
+    path, rep = trail_store
+    with Store(path, read_only=True) as st:
         # Tool calls a model made that no span executed are spans of their own, marked as derived.
         derived = "json_extract_string(attributes, '$.tool_span_source') IS NOT NULL"
         stored = set(st.con.execute(f"SELECT trace_id, id FROM spans WHERE NOT {derived}").fetchall())
@@ -122,10 +122,10 @@ def test_tau_bench_coverage_flags_only_real_gaps(tmp_path: Path) -> None:
         assert len(flagged) <= 0.02 * len(records)
 
 
-def test_trail_turns_have_a_request_and_an_answer_from_their_model_calls(tmp_path: Path) -> None:
-    root = shared_data("trail", "traces")
-    with Store(tmp_path / "s.duckdb") as st:
-        ingest_paths(st, [root], pack=load_pack("default"))
+def test_trail_turns_have_a_request_and_an_answer_from_their_model_calls(
+    trail_store: tuple[Path, IngestReport],
+) -> None:
+    with Store(trail_store[0], read_only=True) as st:
         rows = st.con.execute("SELECT id, request, answer, attributes FROM turns").fetchall()
         llm = {(t, i) for t, i in st.con.execute("SELECT trace_id, id FROM spans WHERE kind = 'llm'").fetchall()}
         records = {tid: cov for tid, _d, cov in _coverage_records(st)}
@@ -145,10 +145,9 @@ def test_trail_turns_have_a_request_and_an_answer_from_their_model_calls(tmp_pat
     assert len(gaia) >= 40 and all(r[2].strip() for r in gaia)
 
 
-def test_who_and_when_logs_and_their_labels_reach_the_store(tmp_path: Path) -> None:
-    root = shared_data("who-and-when")
-    with Store(tmp_path / "s.duckdb") as st:
-        rep = ingest_paths(st, [root], pack=load_pack("default"))
+def test_who_and_when_logs_and_their_labels_reach_the_store(who_and_when_store: tuple[Path, IngestReport]) -> None:
+    path, rep = who_and_when_store
+    with Store(path, read_only=True) as st:
         events = st.con.execute(
             "SELECT e.kind, count(*), count(DISTINCT e.conversation_id) FROM events e"
             " JOIN conversations c ON c.id = e.conversation_id GROUP BY e.kind ORDER BY e.kind"
