@@ -4,32 +4,30 @@ OpenAI-compatible test server (`tests/fakes/openai_server.py`)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from agent_factory.factory.ingest import IngestReport, ingest_paths
+from agent_factory.factory.store import Store
+from agent_factory.knowledge_packs import load_pack
+from tests.conftest import shared_data
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
 
 
 @pytest.fixture(scope="session")
-def trail_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def trail_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, IngestReport]:
     """TRAIL's traces (`../shared/data/trail/traces`) ingested once with the default pack: the store's path (open
     it read-only, or copy it to write) and the ingest's report. Skips when the data is absent."""
     return _ingested(tmp_path_factory, "trail", "traces")
 
 
 @pytest.fixture(scope="session")
-def who_and_when_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+def who_and_when_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, IngestReport]:
     """Who&When's logs (`../shared/data/who-and-when`) ingested once, as `trail_store`."""
     return _ingested(tmp_path_factory, "who-and-when")
 
 
-def _ingested(tmp_path_factory: pytest.TempPathFactory, *parts: str) -> tuple[Path, Any]:
-    from agent_factory.factory.ingest import ingest_paths
-    from agent_factory.factory.store import Store
-    from agent_factory.knowledge_packs import load_pack
-    from tests.conftest import shared_data
-
+def _ingested(tmp_path_factory: pytest.TempPathFactory, *parts: str) -> tuple[Path, IngestReport]:
     src = shared_data(*parts)
     path = tmp_path_factory.mktemp(parts[0]) / "s.duckdb"
     with Store(path) as st:

@@ -8,27 +8,24 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from agent_factory.factory.cli import app
+from agent_factory.factory.ingest import IngestReport
 from agent_factory.factory.store import Store
 
 
 @pytest.mark.realdata
 @pytest.mark.parametrize("ingested", ["trail_store", "who_and_when_store"])
 def test_a_rules_only_run_over_public_traces_collects_every_turn(
-    ingested: str, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    ingested: str, request: pytest.FixtureRequest, no_model: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    src: tuple[Path, Any] = request.getfixturevalue(ingested)
-    store = tmp_path / "s.duckdb"
+    src: tuple[Path, IngestReport] = request.getfixturevalue(ingested)
+    store = no_model / "s.duckdb"
     shutil.copy(src[0], store)  # the ingested store is shared: the run writes to a copy
-    monkeypatch.chdir(tmp_path)
-    for var in ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG",
-                "AGENT_FACTORY_DUCKDB_MEMORY"):
-        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("AGENT_FACTORY_DUCKDB_MEMORY", raising=False)  # the store's own caps
     res = CliRunner().invoke(app, ["run", "--store", str(store), "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
