@@ -6,14 +6,18 @@ nothing; 2 a usage error (typer); 3 some records were quarantined (everything el
 
 from __future__ import annotations
 
+import errno
+import functools
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Annotated, Any
 
+import duckdb
 import typer
 from pydantic import ValidationError
 from rich.console import Console
@@ -23,7 +27,7 @@ from rich.table import Table
 import agent_factory
 from agent_factory.adapters.base import adapter_names, get_adapter
 from agent_factory.adapters.jsonio import MAX_FIELD_CHARS, MAX_RECORD_CHARS, MIN_FIELD_CHARS, FieldLimits
-from agent_factory.errors import AgentFactoryError, SpecError
+from agent_factory.errors import AgentFactoryError, SpecError, StoreError
 from agent_factory.factory.store import DEFAULT_STORE, Store
 from agent_factory.validation import describe_error
 
@@ -31,7 +35,50 @@ EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
 MAX_ERROR_LINES = 50
 
-app = typer.Typer(
+_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+def storage_error(e: BaseException) -> StoreError | None:
+    """A failure of the storage under a command (disk full, a damaged store file) as the one line a user reads,
+    or None for any other exception. DuckDB reports both as its own errors, from any query."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    full = (isinstance(e, OSError) and e.errno in _FULL) or any(
+        s in text for s in ("No space left on device", "File too large", "Disk quota exceeded"))
+    if full:
+        where = f" ({e.filename})" if isinstance(e, OSError) and e.filename else ""
+        return StoreError(f"the disk is full{where}: {text}; free some space and run the command again (a file "
+                          "whose ingest was cut off is removed from the store the next time it is opened)")
+    if isinstance(e, duckdb.Error):
+        return StoreError(f"the store could not be read or written: {text}; it may be damaged: restore it from a "
+                          "copy, or ingest the traces again into a new --store")
+    return None
+
+
+class _App(typer.Typer):
+    """Typer whose commands end on a storage failure (disk full, a damaged store) with one line and exit 1."""
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """`typer.Typer.command`, the command wrapped so a storage failure becomes one line (`storage_error`)."""
+        register = super().command(*args, **kwargs)
+
+        def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(f)
+            def guarded(*a: Any, **kw: Any) -> Any:
+                try:
+                    return f(*a, **kw)
+                except (OSError, duckdb.Error) as e:
+                    problem = storage_error(e)
+                    if problem is None:
+                        raise
+                    raise fail(problem) from e
+
+            register(guarded)
+            return f
+
+        return decorator
+
+
+app = _App(
     name="agent-factory",
     help="Closed-loop evaluation of LLM agents: ingest (or simulate) traces, build evaluator suites, run them.",
     no_args_is_help=True,
@@ -151,21 +198,27 @@ def ingest(
         "--workers", min=1, help="Processes that assemble a large file's traces into turns; default: one per core, "
                                  "up to 4, from 20,000 spans on; 1: this process.",
     )] = None,
+    replace: Annotated[bool, typer.Option(
+        "--replace", help="A file ingested before under the same path with other content (an edited file): remove "
+                          "what that earlier version stored, then read this one. Without it, the earlier records "
+                          "stay and this version's records under their ids are quarantined.",
+    )] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Read trace files into the store: each file atomically, bad records quarantined with a reason."""
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest import expand_paths, ingest_paths
     from agent_factory.knowledge_packs import load_pack
 
     try:
         if fmt is not None:
             get_adapter(fmt)
+        expand_paths(paths)  # a missing path fails here, before a store file is created
         kp = load_pack(pack)
         limits = FieldLimits(max_field_chars=max_field_chars, max_record_chars=max_record_chars)
         with Store(store) as st, _progress(quiet=as_json) as progress:
             task = progress.add_task("ingesting", total=None)
             report = ingest_paths(
-                st, paths, fmt=fmt, pack=kp, limits=limits, workers=workers,
+                st, paths, fmt=fmt, pack=kp, limits=limits, workers=workers, replace=replace,
                 on_file=lambda p: progress.update(task, description=f"ingesting {p.name}"),
                 on_record=lambda n: progress.update(task, completed=n),
             )
@@ -187,6 +240,7 @@ def ingest(
         out.print(
             f"read {report.read}, accepted {report.accepted}, quarantined {report.quarantined} "
             f"from {len(report.files)} file(s)" + (f"; {skipped} already ingested, unchanged" if skipped else "")
+            + (f"; {report.already_stored} record(s) already stored" if report.already_stored else "")
             + (f"; {cut} field(s) cut to {max_field_chars} characters" if cut else "") + f" -> {store}"
         )
         if report.pending_spans:
@@ -498,11 +552,13 @@ def watch(
 @app.command()
 def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     """Counts of real traffic in the store (turns, sessions, users, spans) and turns per segment."""
-    if not store.exists():
-        raise fail(AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` first"))
     try:
-        with Store(store) as st:  # read-write: opening recovers from an interrupted ingest
-            data = st.counts()
+        with Store(store, read_only=True) as st:
+            recover = st.needs_recovery()
+            data = None if recover else st.counts()
+        if data is None:  # an interrupted ingest left rows behind: a read-write open of this store removes them
+            with Store(store) as st:
+                data = st.counts()
     except AgentFactoryError as e:
         raise fail(e) from e
     if as_json:
@@ -526,6 +582,9 @@ def stats(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     for name, n in data["segments"].items():
         seg.add_row(name, f"{n:,}", f"{n / total:.1%}")
     out.print(seg)
+    if data["pending"]["spans"]:
+        out.print(f"pending spans (waiting for their parent span): {data['pending']['spans']:,} of "
+                  f"{data['pending']['traces']:,} trace(s)")
     out.print(
         f"quarantined records: {data['all']['quarantined']:,}; turns with incomplete evidence: "
         f"{data['all']['incomplete_evidence_turns']:,}; turns with injection flags: "

@@ -22,7 +22,8 @@ from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.errors import SpecError
 from agent_factory.factory.ingest_lines import line_reader, read_lines_in_processes
 from agent_factory.factory.pipeline.executors.process import default_workers
-from agent_factory.factory.store import Store, dumps, event_row
+from agent_factory.factory.store import Store, dumps
+from agent_factory.factory.store.claims import drop_sources, earlier_versions
 from agent_factory.factory.store.schema import INGEST_MEMORY
 from agent_factory.factory.writer import MAX_REPORTED_ERRORS, FileWriter
 from agent_factory.frozen import Frozen
@@ -50,6 +51,11 @@ class FileReport(Frozen):
     pending: int = 0
     """Accepted spans whose parent span is in no file read so far: kept, and joined to their trace when a
     later file brings the parent."""
+    already_stored: int = 0
+    """Accepted records the store held already, identical (a file that grew, read again; a copy under another
+    name): counted in `accepted`, written once. A record under a stored id with other content is quarantined."""
+    replaced: list[str] = Field(default_factory=list)
+    """Earlier versions of this file (same path, other content) whose rows `--replace` removed before it was read."""
 
 
 class IngestReport(Frozen):
@@ -75,6 +81,8 @@ class IngestReport(Frozen):
     """Spans in the store still waiting for their parent span after this ingest (of any file so far)."""
     pending_traces: int = Field(default=0, ge=0)
     """The traces those spans belong to."""
+    already_stored: int = Field(default=0, ge=0)
+    """Accepted records the store held already, identical (see `FileReport.already_stored`)."""
 
 
 def file_digest(path: Path) -> str:
@@ -139,10 +147,12 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
 def ingest_file(
     store: Store, path: Path, *, fmt: str | None, pack: KnowledgePack,
     on_record: Callable[[int], None] | None = None, limits: FieldLimits | None = None, workers: int = 1,
+    replace: bool = False,
 ) -> tuple[FileReport, list[Quarantine], list[FieldCut]]:
     """Ingest one file atomically. Returns its report, its quarantined records and the fields cut. `workers`
     processes parse a large JSON-lines file (`ingest_lines`) and settle a large file's staged traces
-    (`FileWriter.assemble_staged`)."""
+    (`FileWriter.assemble_staged`). `replace`: an earlier version of the file (same path, other content) is
+    removed first; otherwise its records stay, and this version's records under its ids are quarantined."""
     source = str(path)
     try:
         adapter: Adapter = get_adapter(fmt) if fmt else detect(path)
@@ -150,6 +160,7 @@ def ingest_file(
         q = Quarantine(source=source, location="file", field="format", message=str(e).removeprefix(f"{path}: "))
         return FileReport(path=source, format=fmt, status="rejected", read=1, quarantined=1), [q], []
     source_id = file_digest(path)
+    earlier, replaced = _earlier_versions(store, path, source_id=source_id, replace=replace)
     if store.has_source(source_id):
         return FileReport(path=source, format=adapter.name, status="already-ingested"), [], []
     read = 0
@@ -157,7 +168,8 @@ def ingest_file(
     # transaction-local state, so memory would grow with the file); the `sources` row written last is the
     # commit marker, and `Store` deletes rows of any source without one when it opens (see Store.recover).
     with store.file_writes(source_id), reading(limits or FieldLimits()) as cuts:
-        w = FileWriter(store, source_id=source_id, path=source, pack=pack, workers=workers)
+        w = FileWriter(store, source_id=source_id, path=source, pack=pack, workers=workers,
+                       earlier=earlier)
 
         reported = 0
 
@@ -171,13 +183,11 @@ def ingest_file(
             elif isinstance(item, Conversation):
                 w.conversation(item)
             elif isinstance(item, Turn):
-                w.turn(item)
-                w.accepted += 1
+                w.standalone_turn(item)
             elif isinstance(item, Span):
                 w.stage(item)
             elif isinstance(item, OutcomeEvent):
-                w.events.add(event_row(item, source_id=source_id))
-                w.accepted += 1
+                w.event(item)
             if on_record is not None and read // 1000 > reported // 1000:
                 on_record(read)
             reported = read
@@ -204,8 +214,22 @@ def ingest_file(
     if on_record is not None:
         on_record(read)
     report = FileReport(path=source, format=adapter.name, status="ingested", read=read, accepted=w.accepted,
-                        quarantined=w.quarantined, truncated=len(cuts), pending=w.pending)
+                        quarantined=w.quarantined, truncated=len(cuts), pending=w.pending, already_stored=w.already,
+                        replaced=replaced)
     return report, w.errors, cuts
+
+
+def _earlier_versions(store: Store, path: Path, *, source_id: str, replace: bool) -> tuple[set[str], list[str]]:
+    """The stored paths of earlier versions of `path` (same path, other content) that stay, and those `replace`
+    removed."""
+    earlier = earlier_versions(store, path, source_id=source_id)
+    if not (replace and earlier):
+        return {p for _, p in earlier}, []
+    # This version may be stored too (read before without --replace, its records under the earlier ones' ids
+    # quarantined): it is read again once they are gone.
+    with store.transaction():
+        drop_sources(store, [sid for sid, _ in earlier] + [source_id])
+    return set(), sorted({p for _, p in earlier})
 
 
 def _items(adapter: Adapter, path: Path) -> Iterator[object]:
@@ -219,7 +243,7 @@ def _items(adapter: Adapter, path: Path) -> Iterator[object]:
 def ingest_paths(
     store: Store, paths: Iterable[Path], *, fmt: str | None = None, pack: KnowledgePack,
     on_file: Callable[[Path], None] | None = None, on_record: Callable[[int], None] | None = None,
-    limits: FieldLimits | None = None, workers: int | None = None,
+    limits: FieldLimits | None = None, workers: int | None = None, replace: bool = False,
 ) -> IngestReport:
     """Ingest every file (directories expanded); the totals, the quarantined records and the fields cut.
     `workers`: processes that settle a large file's traces (None: one per core, up to 4; 1: this process)."""
@@ -227,13 +251,13 @@ def ingest_paths(
     # the peak and save nothing (`INGEST_MEMORY`). Records become many small objects at once: fewer GC passes.
     with bulk_objects(), store.memory_capped(INGEST_MEMORY):
         return _ingest_paths(store, paths, fmt=fmt, pack=pack, on_file=on_file, on_record=on_record, limits=limits,
-                             workers=workers if workers is not None else default_workers())
+                             workers=workers if workers is not None else default_workers(), replace=replace)
 
 
 def _ingest_paths(
     store: Store, paths: Iterable[Path], *, fmt: str | None, pack: KnowledgePack,
     on_file: Callable[[Path], None] | None, on_record: Callable[[int], None] | None, limits: FieldLimits | None,
-    workers: int,
+    workers: int, replace: bool,
 ) -> IngestReport:
     files: list[FileReport] = []
     errors: list[Quarantine] = []
@@ -243,7 +267,7 @@ def _ingest_paths(
         if on_file is not None:
             on_file(path)
         report, quarantined, cuts = ingest_file(store, path, fmt=fmt, pack=pack, on_record=on_record,
-                                                limits=limits, workers=workers)
+                                                limits=limits, workers=workers, replace=replace)
         files.append(report)
         truncated.extend(cuts[:max(MAX_REPORTED_ERRORS - len(truncated), 0)])
         for q in quarantined:
@@ -257,7 +281,7 @@ def _ingest_paths(
         read=sum(f.read for f in files), accepted=sum(f.accepted for f in files),
         quarantined=sum(f.quarantined for f in files), files=files, errors=errors, errors_not_shown=hidden,
         truncated=truncated, truncated_not_shown=sum(f.truncated for f in files) - len(truncated),
-        pending_spans=pending[0], pending_traces=pending[1],
+        pending_spans=pending[0], pending_traces=pending[1], already_stored=sum(f.already_stored for f in files),
     )
 
 

@@ -6,6 +6,7 @@ Used by `factory.ingest`, which owns the file loop and its reports.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -17,12 +18,14 @@ import pyarrow as pa
 from agent_factory.adapters.assemble import assemble_turn, split_trace
 from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
-from agent_factory.adapters.model import Conversation, Span, Turn
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.evaluators.provenance import provenance_record, record_json
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
+from agent_factory.factory.identity import IdentityGuard, conflict_message
 from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork, whole_groups
 from agent_factory.factory.store import Batch, Store, conversation_row, event_row, span_row, turn_row
+from agent_factory.factory.store.claims import claimed_sessions, has_sources, refuse_turns
 from agent_factory.factory.store.ingest import (
     call_group_spans,
     consume_staged,
@@ -122,7 +125,8 @@ class FileWriter:
     are written in the file's closing transaction (`finish`), with the commit marker.
     """
 
-    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack, workers: int = 1) -> None:
+    def __init__(self, store: Store, *, source_id: str, path: str, pack: KnowledgePack, workers: int = 1,
+                 earlier: set[str] | None = None) -> None:
         self.store, self.source_id, self.path, self.pack = store, source_id, path, pack
         self.workers = workers
         """Processes that settle staged traces (`_assemble_in_processes`); 1: this one."""
@@ -145,6 +149,11 @@ class FileWriter:
         """Traces whose staged rows of other files this file consumed."""
         self.calls: dict[str, list[list[Span]]] = {}
         """Client-only call traces by call group, grouped into turns once the file is read."""
+        self.already = 0
+        """Accepted records the store held already, identical (a file that grew, read again): written once."""
+        self.identity = IdentityGuard(store, source_id=source_id, active=has_sources(store), earlier=earlier or set(),
+                                      write=self._conversation, reject=self.reject, path=path)
+        """Decides whole-conversation records whose id another file stored (`factory.identity`)."""
 
     def reject(self, q: Quarantine) -> None:
         """Quarantine a record (the first errors are also kept for the report)."""
@@ -169,13 +178,34 @@ class FileWriter:
             rows.spans.add(span)
 
     def conversation(self, conv: Conversation) -> None:
-        """Write a conversation with its turns and events."""
+        """Take a whole-conversation record: written with its turns and events, unless another file stored its id
+        (`factory.identity`: the same record is counted and not written again, another one is refused)."""
         # Duplicate ids within a file are the adapter's to catch (it knows the record's location).
-        self.conversations.add(conversation_row(conv, source_id=self.source_id))
+        self.identity.conversation(conv)
+
+    def _conversation(self, conv: Conversation, digest: str) -> None:
+        self.conversations.add(conversation_row(conv, source_id=self.source_id, digest=digest))
         for k, t in enumerate(conv.turns):
             self.turn(t, last=k == len(conv.turns) - 1)
         for ev in conv.events:
             self.events.add(event_row(ev, source_id=self.source_id))
+
+    def standalone_turn(self, turn: Turn) -> None:
+        """Take a turn that arrived as a record of its own (refused when another file stored its id)."""
+        if self.identity.turn(turn):
+            self.turn(turn)
+            self.accepted += 1
+
+    def event(self, event: OutcomeEvent) -> None:
+        """Take an outcome event that arrived as a record of its own."""
+        row = event_row(event, source_id=self.source_id)
+        verdict = self.identity.event(event, row["value"])
+        if verdict is False:
+            return
+        if verdict is None:
+            self.already += 1
+        else:
+            self.events.add(row)
         self.accepted += 1
 
     def stage(self, span: Span) -> None:
@@ -260,16 +290,28 @@ class FileWriter:
         executor.run(_trace_chunks(iter_staged_batches(self.store, self.source_id), shared=shared,
                                    spans=CHUNK_SPANS, max_bytes=CHUNK_BYTES), work=work, sink=sink)
 
-    def _stored(self, trace_id: str) -> list[Span]:
-        """The trace's spans held elsewhere: other files' pending spans and the spans of stored turns (which this
-        file's turn replaces)."""
+    def _stored(self, trace_id: str, spans: list[Span]) -> tuple[list[Span], list[Span]]:
+        """The trace's spans held elsewhere (other files' pending spans, the spans of stored turns, which this
+        file's turn replaces), and those of `spans` that are not among them as they are: a span stored already,
+        identical (a file that grew, read again), is not read twice."""
         pending, stored = trace_elsewhere(self.store, trace_id, source_id=self.source_id)
+        held = {s.id: s for s in pending} | {s.id: s for _turn_id, s in stored}
+        fresh: list[Span] = []
+        for s in spans:
+            if s.id not in held:
+                fresh.append(s)
+            elif held[s.id] != s:  # another span under a stored id: the stored one stays, this one is refused
+                self.reject(Quarantine(source=self.path, location=f"trace {s.trace_id} span {s.id}", field="span_id",
+                                       message=f"duplicate span id {s.id!r} in trace {s.trace_id!r}: another file "
+                                               "stored a span with this id and other content"))
+        if not fresh:
+            return [], []  # nothing new: what is stored stays as it is
         for turn_id, _span in stored:
             self._replace(turn_id)
         out = pending + [span for _turn_id, span in stored]
         if out:
             self.joined.add(trace_id)
-        return out
+        return out, fresh
 
     def _replace(self, turn_id: str | None) -> None:
         if turn_id is None or turn_id in self.replaced:
@@ -281,9 +323,18 @@ class FileWriter:
             self.calls.setdefault(key, [])
 
     def _trace(self, spans: list[Span], *, shared: bool) -> None:
+        if shared:
+            before = self.quarantined
+            elsewhere, fresh = self._stored(spans[0].trace_id, spans)
+            known = len(spans) - len(fresh) - (self.quarantined - before)
+            self.accepted += known
+            self.already += known
+            if not fresh:
+                return
+            spans = fresh
         own, count = {s.id for s in spans}, len(spans)
         if shared:
-            spans = _by_start(self._stored(spans[0].trace_id) + spans)
+            spans = _by_start(elsewhere + spans)
         self._settled(settle_trace(spans, own=own, count=count, path=self.path, pack=self.pack,
                                    source_id=self.source_id), late=shared)
 
@@ -319,7 +370,11 @@ class FileWriter:
                 self.turn(t, late=late)
 
     def flush(self) -> None:
-        """Append every queued row."""
+        """Decide the held records, then append every queued row."""
+        self.identity.flush()
+        self.accepted += self.identity.accepted
+        self.already += self.identity.already
+        self.identity.accepted = self.identity.already = 0
         self.rows.flush()
         for b in (self.conversations, self.events, self.quarantine):
             b.flush()
@@ -331,6 +386,25 @@ class FileWriter:
             delete_turns(self.store, self.replaced)
         self.late.flush()
         consume_staged(self.store, source_id=self.source_id, joined=self.joined, keep=self.keep)
+        if self.identity.active:
+            self._refuse_claimed_sessions()
+
+    def _refuse_claimed_sessions(self) -> None:
+        """Turns this file built from spans whose conversation id another file holds as a whole-conversation
+        record: refused with their spans, each span quarantined (`factory.identity`)."""
+        claimed = [c for c in claimed_sessions(self.store, self.source_id) if c[0] not in self.joined]
+        if not claimed:
+            return
+        conversation = {t: (cid, path) for t, cid, path in claimed}
+        for trace_id, span_id, turn_id, attributes in refuse_turns(self.store, conversation, source_id=self.source_id):
+            if DERIVED in json.loads(attributes):
+                continue  # made from another span at assembly: no record of the file
+            cid, path = conversation[turn_id]
+            self.accepted -= 1
+            self.reject(Quarantine(source=self.path, location=f"trace {trace_id} span {span_id}", field="session.id",
+                                   message=conflict_message("conversation", cid, [path], earlier=set(),
+                                                            session=True)))
+        self.quarantine.flush()
 
 
 _SpanRows = list[dict[str, Any]]

@@ -30,7 +30,7 @@ from agent_factory.factory.store.schema import (
     READ_MEMORY,
     ROOM_FACTOR,
     SOURCE_TABLES,
-    check_version,
+    check_store,
     create_meta,
     create_tables,
 )
@@ -74,6 +74,20 @@ class Store:
 
     def __init__(self, path: Path | str = DEFAULT_STORE, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        existing = self.path.exists() and (self.path.is_dir() or self.path.stat().st_size > 0)
+        if read_only and not self.path.exists():
+            raise StoreError(f"{self.path}: no store here yet; run `agent-factory ingest PATH --store {self.path}` "
+                             "first")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a directory, not a store file; pass a file path as --store")
+        if existing and not read_only:
+            # What is there is checked through a read-only connection first: nothing is written into a file that
+            # is no store of this version (a read-write open may already write to it).
+            probe = _connect(self.path, read_only=True)
+            try:
+                check_store(probe, self.path)
+            finally:
+                probe.close()
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self.con = _connect(self.path, read_only=read_only)
@@ -82,14 +96,14 @@ class Store:
         # A bounded buffer pool that spills beside the store: ingest memory stays flat as files grow.
         self.memory_limit = os.environ.get("AGENT_FACTORY_DUCKDB_MEMORY", DEFAULT_MEMORY)
         self._limit_now = self.memory_limit
-        if not read_only:
-            self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
+        if not read_only and not existing:
             create_meta(self.con)
-        check_version(self.con, self.path)
+        check_store(self.con, self.path)
         self._room = ROOM_FACTOR * float(self.get_meta("vector_text_bytes") or 0)
         """Bytes of DuckDB memory the widest rows written so far need (`fit_vector`); no limit goes below it."""
         self._apply_limit()
         if not read_only:
+            self.con.execute(f"SET temp_directory = '{self.path.parent / 'duckdb.tmp'}'")
             create_tables(self.con)
             remove_stale_spills(self.path)
             self.recover()
@@ -185,6 +199,12 @@ class Store:
             removed += int(n[0]) if n else 0
         return removed
 
+    def needs_recovery(self) -> bool:
+        """Whether an interrupted ingest left rows of a file without its commit marker (`recover` removes them)."""
+        return any(self.con.execute(
+            f"SELECT 1 FROM {table} WHERE source_id IS NOT NULL AND source_id NOT IN (SELECT source_id FROM sources)"
+            " LIMIT 1").fetchone() is not None for table in SOURCE_TABLES)
+
     def pending_spans(self) -> tuple[int, int]:
         """Spans kept waiting for their parent span (orphans so far), and the traces they belong to."""
         row = self.con.execute("SELECT count(*), count(DISTINCT trace_id) FROM staged_spans").fetchone()
@@ -232,8 +252,10 @@ class Store:
         delivery = dict(
             c.execute("SELECT delivery, count(*) FROM turns WHERE segment = 'real' GROUP BY 1 ORDER BY 1").fetchall()
         )
+        pending = self.pending_spans()
         return {
             "turns": real[0], "sessions": real[1], "users": real[2], "spans": int(real[3]), "steps": steps[0],
+            "pending": {"spans": pending[0], "traces": pending[1]},
             "segments": segments,
             "modes": modes,
             "delivery": delivery,

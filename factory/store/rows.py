@@ -51,9 +51,10 @@ def turn_row(turn: Turn, *, segment: str, source_id: str) -> dict[str, Any]:
     }
 
 
-def conversation_row(conv: Conversation, *, source_id: str) -> dict[str, Any]:
-    """The `conversations` row of a conversation."""
-    return {"id": conv.id, "user_id": conv.user_id, "attributes": dumps(conv.attributes), "source_id": source_id}
+def conversation_row(conv: Conversation, *, source_id: str, digest: str | None = None) -> dict[str, Any]:
+    """The `conversations` row of a conversation (`digest`: the record's, `factory.identity`)."""
+    return {"id": conv.id, "user_id": conv.user_id, "attributes": dumps(conv.attributes), "source_id": source_id,
+            "digest": digest}
 
 
 def event_row(ev: OutcomeEvent, *, source_id: str) -> dict[str, Any]:

@@ -6,6 +6,9 @@ A store written by another schema version is refused at open with one line namin
 
 - v3: units, atomic data, results, pipeline state.
 - v4: `atomic_data.rater` (`primary` | `audit:<model-id>`), part of the datum's key.
+- v5: the store's marker in `meta` (`MARKER_KEY`), checked before anything is written, so a DuckDB file that is
+  no store is refused unchanged; `conversations.digest`, the content of a whole-conversation record, so a record
+  seen again is told apart from another record under the same id.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ import pyarrow as pa
 
 from agent_factory.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+MARKER_KEY, MARKER_VALUE = "store", "agent-factory"
+"""The `meta` row every store holds from its creation: a DuckDB file without it is not written to."""
 DEFAULT_MEMORY = "256MB"
 """DuckDB's memory limit unless AGENT_FACTORY_DUCKDB_MEMORY says otherwise."""
 READ_MEMORY = "128MB"
@@ -94,6 +99,9 @@ CONVERSATION_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "user_id": ("VARCHAR", pa.string()),
     "attributes": ("VARCHAR", pa.string()),
     "source_id": ("VARCHAR", pa.string()),
+    # sha256 of the record as read (`factory.identity.conversation_digest`): the same id with another digest from
+    # another source is another record, refused rather than silently dropped.
+    "digest": ("VARCHAR", pa.string()),
 }
 EVENT_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "id": ("VARCHAR NOT NULL", pa.string()),
@@ -207,28 +215,68 @@ REPLACE_ON_CONFLICT = {"atomic_data", "units"}
 
 
 def create_meta(con: duckdb.DuckDBPyConnection) -> None:
-    """The `meta` table, stamped with this schema version when the store is new."""
+    """The `meta` table of a new store, stamped with this schema version and the store's marker at once."""
+    con.execute("BEGIN TRANSACTION")
     con.execute("CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     con.execute("INSERT INTO meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING", [str(SCHEMA_VERSION)])
+    con.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT DO NOTHING", [MARKER_KEY, MARKER_VALUE])
+    con.execute("COMMIT")
+
+
+def _meta(con: duckdb.DuckDBPyConnection) -> dict[str, str] | None:
+    """The `meta` table's version and marker rows; None when the database has no `meta` table."""
+    tables = {r[0] for r in con.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+    if "meta" not in tables:
+        return None
+    rows = con.execute("SELECT key, value FROM meta WHERE key IN ('schema_version', ?)", [MARKER_KEY]).fetchall()
+    return {str(k): str(v) for k, v in rows}
 
 
 def stored_version(con: duckdb.DuckDBPyConnection) -> str | None:
     """The schema version a store says it was written with; None when it has no `meta` table."""
     try:
-        row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        meta = _meta(con)
     except duckdb.Error:
-        return None  # no meta table: an empty file opened read-only, or not a store
-    return row[0] if row else None
+        return None
+    return None if meta is None else meta.get("schema_version")
 
 
-def check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse a store written with another schema: one line naming both versions and what to do."""
-    found = stored_version(con)
-    if found != str(SCHEMA_VERSION):
+def check_store(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse a database that is no store of this schema version, before anything is written to it: one line
+    naming what was found and what to do. The connection is closed when the store is refused."""
+    try:
+        meta = _meta(con)
+    except duckdb.Error as e:
         con.close()
-        what = f"was written with schema v{found}" if found is not None else "has no schema version (not a store?)"
-        raise StoreError(f"{path}: the store {what}, this version reads and writes v{SCHEMA_VERSION}; "
-                         "remove it (or pass another --store) and ingest again")
+        raise StoreError(f"{path}: cannot read the store: {str(e).splitlines()[0]}; it may be damaged: restore it "
+                         "from a copy, or ingest the traces again into a new --store") from None
+    problem = store_problem(meta)
+    if problem is not None:
+        con.close()
+        raise StoreError(f"{path}: {problem}")
+
+
+def store_problem(meta: dict[str, str] | None) -> str | None:
+    """What keeps a database whose `meta` rows are `meta` from being opened as a store of this version, or None.
+    Stores of v4 and before carry no marker: their version alone says they are stores, of an older schema."""
+    found = None if meta is None else meta.get("schema_version")
+    marked = meta is not None and meta.get(MARKER_KEY) == MARKER_VALUE
+    if found is None or (not marked and found not in {"1", "2", "3", "4"}):
+        return ("a DuckDB database that is no agent-factory store (it has no store marker); it was left "
+                "unchanged: pass another --store")
+    try:
+        number = int(found)
+    except ValueError:
+        return f"the store's schema version {found!r} is unreadable; pass another --store and ingest again"
+    if number > SCHEMA_VERSION:
+        return (f"the store was written by a newer agent-factory (schema v{number}; this version reads and writes "
+                f"v{SCHEMA_VERSION}): upgrade agent-factory (pip install -U agent-factory) to open it")
+    if number < SCHEMA_VERSION:
+        return (f"the store was written with schema v{number} by an older agent-factory; this version reads and "
+                f"writes v{SCHEMA_VERSION} and has no migration: remove it (or pass another --store) and ingest the "
+                "traces again")
+    return None
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:

@@ -55,5 +55,5 @@ def test_a_store_without_the_rater_column_is_refused_in_one_line(tmp_path: Path)
     con.close()
     with pytest.raises(StoreError) as e:
         Store(path)
-    assert SCHEMA_VERSION == 4
-    assert "\n" not in str(e.value) and "schema v3" in str(e.value) and "v4" in str(e.value)
+    assert SCHEMA_VERSION == 5  # v5: the store's marker and conversation digests (after v4's rater)
+    assert "\n" not in str(e.value) and "schema v3" in str(e.value) and f"v{SCHEMA_VERSION}" in str(e.value)
