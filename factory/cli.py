@@ -1,7 +1,8 @@
 """The `agent-factory` command line: thin wrappers that parse options, call the library, and print.
 
 Exit codes: 0 success; 1 an error of the user's input (spec, pack, option, file), or an ingest that accepted
-nothing; 2 a usage error (typer); 3 some records were quarantined (everything else was ingested).
+nothing; 2 a usage error (typer); 3 some records were quarantined (everything else was ingested); 130 interrupted
+(Ctrl-C), in one line.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from agent_factory.validation import describe_error
 
 EXIT_USER_ERROR = 1
 EXIT_QUARANTINED = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a command ended by Ctrl-C
 MAX_ERROR_LINES = 50
 
 _FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -66,6 +68,11 @@ class _App(typer.Typer):
             def guarded(*a: Any, **kw: Any) -> Any:
                 try:
                     return f(*a, **kw)
+                except KeyboardInterrupt:
+                    err.print("interrupted: what was complete is kept; a file whose ingest was cut off is removed "
+                              "from the store when it is next opened, and the next run redoes what this one left",
+                              soft_wrap=True, markup=False)
+                    raise typer.Exit(EXIT_INTERRUPTED) from None
                 except (OSError, duckdb.Error) as e:
                     problem = storage_error(e)
                     if problem is None:
@@ -247,6 +254,13 @@ def ingest(
             err.print(f"{report.pending_spans} span(s) of {report.pending_traces} trace(s) wait for their parent span "
                       "(kept; joined to their trace when a file with the parent is ingested)",
                       soft_wrap=True, markup=False)
+    if not report.files:
+        # Nothing to read (a directory without trace files): no record was accepted, a failure as below.
+        if not as_json:
+            where = ", ".join(str(p) for p in paths).replace("[", "\\[")  # a path is no markup
+            err.print(f"[red]error:[/red] no trace file in {where} (a directory's .json, .jsonl and .ndjson files are "
+                      "read, gzipped or not); nothing was ingested", soft_wrap=True)
+        raise typer.Exit(EXIT_USER_ERROR)
     if report.quarantined and not report.accepted and not skipped:
         # No record of the input is in the store (none accepted now, none earlier): a failure, not a partial one.
         if not as_json:

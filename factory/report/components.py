@@ -164,8 +164,11 @@ def conduct(data: ReportData) -> Section:
             n = f", n {r.n:,}" if r.n is not None else ""
             return f"{number(r.value, share=share)}{ci}{n}"
 
-        body.append((clause, cell(a), cell(c), cell(v, share=False).split(",")[0], cell(u, share=False).split(",")[0],
-                     number(inv.value) if inv is not None else ""))
+        def count(r: ResultRow | None) -> str:
+            # A count is its value alone: no interval, no n (a cell cut at its first comma printed 1 for 1,892).
+            return "" if r is None else number(r.value, share=False)
+
+        body.append((clause, cell(a), cell(c), count(v), count(u), number(inv.value) if inv is not None else ""))
     table = Table(columns=("clause", "A(r) applicability", "C(r) compliance | trigger", "violations", "uncollected",
                            "invariant"), rows=tuple(body))
     c_rows = [rs["C(r)"] for _, rs in clauses if "C(r)" in rs]

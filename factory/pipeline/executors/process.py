@@ -53,6 +53,9 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:  # the parent died before the call above
         os._exit(1)
+    # Ctrl-C reaches the whole process group: the parent stops the run and says so once; a worker's traceback
+    # for the same key press would bury that line.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def can_fork() -> bool:
@@ -99,6 +102,17 @@ def whole_groups(batches: Iterable[list[T]], *, key: Callable[[T], Hashable], si
         yield chunk
 
 
+def _stop(pool: ProcessPoolExecutor | None) -> None:
+    """End a pool's workers now, their queued and running chunks dropped."""
+    if pool is None:
+        return
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # the stdlib keeps no public list
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        if p.is_alive():
+            p.kill()
+
+
 def _ready() -> int:
     return os.getpid()
 
@@ -120,6 +134,7 @@ class ProcessExecutor(Generic[C, R]):
         global _WORK
         _WORK = work
         done_users = 0
+        pool: ProcessPoolExecutor | None = None
         try:
             with ProcessPoolExecutor(max_workers=self.workers, mp_context=multiprocessing.get_context("fork"),
                                      initializer=_die_with_parent, initargs=(os.getpid(),)) as pool:
@@ -141,6 +156,9 @@ class ProcessExecutor(Generic[C, R]):
                         oldest()
                 while pending:
                     oldest()
+        except KeyboardInterrupt:
+            _stop(pool)  # the workers ignore Ctrl-C (`_die_with_parent`): their chunks are dropped, not awaited
+            raise
         except BrokenProcessPool as e:
             raise CollectionError(
                 "a worker process died before it finished (killed, or out of memory?); what it was collecting "

@@ -132,3 +132,21 @@ def test_report_opens_in_chromium_with_every_section_and_plot(small_store: Path,
     shot = tmp_path / "report.png"
     _chromium("--window-size=1280,2400", f"--screenshot={shot}", out.as_uri(), user_dir=tmp_path / "ud2")
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_a_clause_count_is_printed_whole_with_its_thousands() -> None:
+    # The clause table cut each count at its first comma: 1,892 violations read "1".
+    facts = StoreFacts(path="s.duckdb", turns=5000, sessions=40, users=20, spans=9000, segments={"real": 5000},
+                       quarantined=0, units={"trace": 5000}, last_run="2026-01-01T00:00:00+00:00")
+    rows = (
+        ResultRow(component="conduct", layer="trace", metric="violations.confirm", stratum="all", value=1892.0,
+                  n=4000),
+        ResultRow(component="conduct", layer="trace", metric="uncollected.confirm", stratum="all", value=12345.0,
+                  n=20000),
+        ResultRow(component="conduct", layer="trace", metric="C(r).confirm", stratum="all", value=0.5, low=0.4,
+                  high=0.6, n=4000),
+    )
+    page = build_html(ReportData(facts=facts, rows=rows, per_unit={}), runtime_js=FAKE_RUNTIME, generated="now")
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
+    assert "1,892" in cells and "12,345" in cells
+    assert "1" not in cells and "12" not in cells

@@ -1,0 +1,43 @@
+"""Ctrl-C during a run: one line of its own and exit 130, the workers quiet, and the store as good as before (the
+next run completes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent_factory.factory.simulate import SimConfig, simulate
+
+NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": "",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_run_with_workers_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    simulate(SimConfig(users=600, seed=3), tmp_path / "sim")
+    store = tmp_path / "s.duckdb"
+    env = {**os.environ, **NO_MODEL}
+    cli = [sys.executable, "-m", "agent_factory"]
+    ingest = subprocess.run([*cli, "ingest", str(tmp_path / "sim"), "--store", str(store), "--pack",
+                             "business_analysis"], env=env, capture_output=True, text=True, check=False)
+    assert ingest.returncode == 0, ingest.stderr
+    # Its own session, as a terminal's foreground job: Ctrl-C sends SIGINT to every process of the group.
+    proc = subprocess.Popen([*cli, "run", "--store", str(store), "--workers", "2"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(4.0)
+    assert proc.poll() is None, "the run finished before it could be interrupted; simulate more users"
+    os.killpg(proc.pid, signal.SIGINT)
+    out, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (out, errors)
+    lines = [ln for ln in errors.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("interrupted"), errors
+    assert "Traceback" not in errors + out
+    done = subprocess.run([*cli, "run", "--store", str(store), "--workers", "2"], env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
