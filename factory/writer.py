@@ -20,6 +20,7 @@ from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.calls import CALL_GROUP, group_calls, group_key, is_call_trace
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
 from agent_factory.adapters.otel.toolcalls import DERIVED
+from agent_factory.evaluators.collect.redact import DefaultRedactor, redact_text
 from agent_factory.evaluators.provenance import provenance_record, record_json
 from agent_factory.evaluators.provenance.endings import classify as classify_ending
 from agent_factory.factory.identity import IdentityGuard, conflict_message
@@ -156,7 +157,9 @@ class FileWriter:
         """Decides whole-conversation records whose id another file stored (`factory.identity`)."""
 
     def reject(self, q: Quarantine) -> None:
-        """Quarantine a record (the first errors are also kept for the report)."""
+        """Quarantine a record (the first errors are also kept for the report). A reason may echo the value it
+        rejects (a bearer token in a bad timestamp): what it says is redacted before it is kept or printed."""
+        q = _redacted(q)
         self.quarantined += 1
         if len(self.errors) < MAX_REPORTED_ERRORS:
             self.errors.append(q)
@@ -405,6 +408,17 @@ class FileWriter:
                                    message=conflict_message("conversation", cid, [path], earlier=set(),
                                                             session=True)))
         self.quarantine.flush()
+
+
+_REDACTOR = DefaultRedactor()
+
+
+def _redacted(q: Quarantine) -> Quarantine:
+    """`q` with its location, field and message redacted (ids and rejected values may be personal or secret)."""
+    parts = {k: redact_text(v, _REDACTOR) for k, v in (("location", q.location), ("field", q.field),
+                                                         ("message", q.message)) if v}
+    changed = {k: v for k, v in parts.items() if v != getattr(q, k)}
+    return q.model_copy(update=changed) if changed else q
 
 
 _SpanRows = list[dict[str, Any]]
