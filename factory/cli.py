@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import duckdb
 import typer
@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from typer.models import CommandFunctionType
 
 import agent_factory
 from agent_factory.adapters.base import adapter_names, get_adapter
@@ -59,11 +60,11 @@ def storage_error(e: BaseException) -> StoreError | None:
 class _App(typer.Typer):
     """Typer whose commands end on a storage failure (disk full, a damaged store) with one line and exit 1."""
 
-    def command(self, *args: Any, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def command(self, name: str | None = None, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
         """`typer.Typer.command`, the command wrapped so a storage failure becomes one line (`storage_error`)."""
-        register = super().command(*args, **kwargs)
+        register = super().command(name, **kwargs)
 
-        def decorator(f: Callable[..., Any]) -> Callable[..., Any]:
+        def decorator(f: CommandFunctionType) -> CommandFunctionType:
             @functools.wraps(f)
             def guarded(*a: Any, **kw: Any) -> Any:
                 try:
@@ -79,7 +80,7 @@ class _App(typer.Typer):
                         raise
                     raise fail(problem) from e
 
-            register(guarded)
+            register(cast(CommandFunctionType, guarded))
             return f
 
         return decorator
@@ -384,7 +385,7 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
             full: bool = False, started: float | None = None, workers: int | None = None) -> Any:
     """The pipeline runner for a store and suite (says on stderr which suite version runs); its datum cache
     is closed with `stack`."""
-    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config
+    from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, load_model_config, load_redactor
     from agent_factory.evaluators.collect.prompt import template_dir
     from agent_factory.factory.run import Runner
     from agent_factory.factory.suite import load_suite
@@ -405,6 +406,8 @@ def _runner(st: Store, store: Path, *, stack: ExitStack, suite: Path | None, pac
     cascade = Cascade(
         cfg, cache=stack.enter_context(DatumCache(cache_dir if cache_dir is not None else store.parent / "cache")),
         budget=Budget(cfg.budget), templates=template_dir(chosen.files),
+        # The pack's phone regions: prompts are redacted as `show` and `export` are.
+        redactor=load_redactor(cfg.redactor, phone_regions=chosen.pack.phone_regions),
     )
     return Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, concurrency=concurrency,
                   full=full, started=started, workers=workers)

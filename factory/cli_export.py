@@ -13,7 +13,17 @@ from typing import Annotated
 import typer
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli import JsonOpt, ReadPackOpt, ReadSuiteOpt, StoreOpt, app, emit_json, fail, out
+from agent_factory.factory.cli import (
+    JsonOpt,
+    ReadPackOpt,
+    ReadSuiteOpt,
+    RedactorConfigOpt,
+    StoreOpt,
+    app,
+    emit_json,
+    fail,
+    out,
+)
 from agent_factory.factory.store import DEFAULT_STORE
 
 
@@ -47,11 +57,14 @@ def export(
     ] = None,
     suite: ReadSuiteOpt = None,
     pack: ReadPackOpt = None,
+    config: RedactorConfigOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Write one row per unit of a level: its ids, every per-unit datum and result of its layer, the outcome
     events joined to it, and the number of flags raised on it (total and per component). The columns are
-    documented in the README ("Export columns")."""
+    documented in the README ("Export columns"). Text from traces (ids included) is redacted; a csv has
+    spreadsheet formulas neutralised."""
+    from agent_factory.evaluators.collect.config import load_model_config
     from agent_factory.evaluators.findings import LEVELS
     from agent_factory.factory.export import (
         ExportSummary,
@@ -59,9 +72,10 @@ def export(
         default_out,
         format_for,
         read_export,
+        redact_table,
         write_table,
     )
-    from agent_factory.factory.findings import suite_flags
+    from agent_factory.factory.show_read import flags_and_redactor
     from agent_factory.factory.store import Store
 
     if not store.exists():
@@ -70,9 +84,10 @@ def export(
     chosen = format_for(out_file, fmt.value if fmt is not None else None)
     target = out_file if out_file is not None else default_out(lv, chosen)
     try:
+        ref = load_model_config(config).redactor
         with Store(store, read_only=True) as st:
-            specs = suite_flags(st, suite, pack)
-            table = build_table(lv, specs, read_export(st, specs, lv))
+            specs, redactor = flags_and_redactor(st, suite, pack, ref)
+            table = redact_table(build_table(lv, specs, read_export(st, specs, lv)), redactor)
         write_table(table, target, chosen)
     except AgentFactoryError as e:
         raise fail(e) from e

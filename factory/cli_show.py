@@ -60,10 +60,8 @@ def show(
     collector and the text its evidence pointers cite (marked «»), the per-unit results and the flags raised on
     it. Or, with --worst N, the units most flagged, each with its flags and one redacted quote."""
     from agent_factory.evaluators.collect.config import load_model_config
-    from agent_factory.evaluators.collect.redact import load_redactor
-    from agent_factory.factory.findings import suite_flags
     from agent_factory.factory.show import WORST_LEVELS
-    from agent_factory.factory.show_read import read_unit, read_worst
+    from agent_factory.factory.show_read import flags_and_redactor, read_unit, read_worst
     from agent_factory.factory.show_text import render_unit, render_worst
     from agent_factory.factory.store import Store
 
@@ -76,9 +74,9 @@ def show(
             raise AgentFactoryError(f"show: unknown --level {level!r}; valid: {', '.join(WORST_LEVELS)}")
         if not store.exists():
             raise AgentFactoryError(f"{store}: no store here yet; run `agent-factory ingest PATH` and `run` first")
-        redactor = load_redactor(load_model_config(config).redactor)
+        ref = load_model_config(config).redactor
         with Store(store, read_only=True) as st:
-            specs = suite_flags(st, suite, pack)
+            specs, redactor = flags_and_redactor(st, suite, pack, ref)
             if unit_id is not None:
                 shown = read_unit(st, unit_id, specs, redactor)
             else:

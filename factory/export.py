@@ -5,6 +5,11 @@ outcome events, the flags through `factory.findings`), the pure table builder (`
 long tables column-wise with pyarrow compute: one column per data item or result, never a Python object per
 cell), and the writers (`write_table`: parquet and csv through pyarrow, jsonl through DuckDB's JSON writer).
 
+What comes from a trace is redacted before it is written (`redact_table`: every text cell, ids included; a user
+id may be an email, a fact may quote the trace), and a csv neutralises spreadsheet formulas (`neutralise_formulas`:
+a text cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`, OWASP's rule;
+numbers stay numbers).
+
 Column families, in this order (the README's "Export columns" documents each): ids (`unit_id`,
 `conversation_id`, `user_id`, then `turn_index` for turns and spans, `turn_id` for spans), `analysed`, data values
 (`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes (`outcome.<kind>`),
@@ -15,8 +20,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
@@ -25,6 +31,7 @@ import pyarrow.compute as pc
 
 from agent_factory.adapters.model import OutcomeEvent
 from agent_factory.errors import AgentFactoryError
+from agent_factory.evaluators.collect.redact import Redactor, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import (
     LAYER_OF,
@@ -250,6 +257,43 @@ def build_table(level: Level, specs: Sequence[FlagSpec], read: ExportInput) -> p
     return pa.table(columns)
 
 
+def _is_text(typ: pa.DataType) -> bool:
+    return bool(pa.types.is_string(typ) or pa.types.is_large_string(typ))
+
+
+def _map_text(table: pa.Table, fn: Callable[[str], str]) -> pa.Table:
+    """`table` with `fn` applied to every text cell (once per distinct value); other columns as they are."""
+    columns: list[Col] = []
+    for col in table.columns:
+        values = _one(col)
+        if _is_text(values.type) and len(values):
+            encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(values))
+            mapped = [fn(str(v)) for v in encoded.dictionary.to_pylist()]
+            values = pc.take(pa.array(mapped, pa.string()), encoded.indices)
+        columns.append(values)
+    return pa.table(columns, names=table.column_names)
+
+
+def redact_table(table: pa.Table, redactor: Redactor) -> pa.Table:
+    """`table` with every text cell redacted, ids included; numbers and the names of columns as they are."""
+    return _map_text(table, lambda v: redact_text(v, redactor))
+
+
+_FORMULA = re.compile(r"[=+\-@\t\r]")
+"""What a spreadsheet may run as a formula at the start of a cell (OWASP, CSV injection)."""
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def _defused(cell: str) -> str:
+    return "'" + cell if _FORMULA.match(cell) and not _NUMBER.fullmatch(cell) else cell
+
+
+def neutralise_formulas(table: pa.Table) -> pa.Table:
+    """`table` with a `'` before every text cell a spreadsheet would read as a formula (one starting with `=`,
+    `+`, `-`, `@`, a tab or a carriage return), unless the cell is a plain number (`-3.5` stays `-3.5`)."""
+    return _map_text(table, _defused)
+
+
 # --- the store read ---------------------------------------------------------------------------------------------
 
 def read_export(store: Store, specs: Sequence[FlagSpec], level: Level) -> ExportInput:
@@ -294,7 +338,7 @@ def write_table(table: pa.Table, out: Path, fmt: Format) -> None:
         elif fmt == "csv":
             import pyarrow.csv as pcsv
 
-            pcsv.write_csv(table, tmp)
+            pcsv.write_csv(neutralise_formulas(table), tmp)
         else:
             _write_jsonl(table, tmp)
         os.replace(tmp, out)

@@ -3,7 +3,9 @@
 The models here are what `--json` dumps; the functions here are pure (pointer windows, ranking, the flags
 `--worst` counts); `factory.show_read` reads a store into the models (every flag through `factory.findings`, so
 a flag means here what it means in summary, report and export) and `factory.show_text` draws the terminal lines.
-Every text taken from a trace is redacted by the configured redactor before it is put in a model.
+Every text taken from a trace is redacted by the configured redactor before it is put in a model: the
+evidence and the cited text, and the ids (a user id may be an email or a phone), a datum's reason and fact, a
+result's value and note.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any, Literal
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.evaluators.collect.redact import Redactor, redact_pieces, redact_text
+from agent_factory.evaluators.collect.redact import Redaction, Redactor, redact_pieces, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow, Level, UnitKey, bad_flags, flag_counts, turns_of_spans
 from agent_factory.factory.report.read import QUOTE_CONTEXT
@@ -255,9 +257,11 @@ class Worst(Frozen):
 
 
 def pointer_parts(value: str | list[Any], start: int, end: int, redactor: Redactor,
-                  *, context: int = QUOTE_CONTEXT, cited_max: int = CITED_MAX) -> tuple[str, str, str, bool]:
-    """(before, cited, after, cut) of a pointer into `value`. A string is redacted over its whole length, so a
-    secret cut by a window's edge is still hidden; a list (`attributes.tool_calls`) is cited by item."""
+                  *, context: int = QUOTE_CONTEXT, cited_max: int = CITED_MAX,
+                  found: Sequence[Redaction] | None = None) -> tuple[str, str, str, bool]:
+    """(before, cited, after, cut) of a pointer into `value`. A string is redacted over its whole length (or by
+    `found`, what the redactor found in it, when the caller has it already), so a secret cut by a window's
+    edge is still hidden; a list (`attributes.tool_calls`) is cited by item."""
     if isinstance(value, list):
         names = [str(v.get("name", v)) if isinstance(v, dict) else str(v) for v in value]
         parts = (", ".join(names[:start]), ", ".join(names[start:end]), ", ".join(names[end:]))
@@ -267,8 +271,20 @@ def pointer_parts(value: str | list[Any], start: int, end: int, redactor: Redact
     end = max(start, end)
     a, b = max(0, start - context), min(n, end + context)
     cend = min(end, start + cited_max)
-    before, cited, after = redact_pieces(value, [(a, start), (start, cend), (end, b)], redactor.find(value))
+    before, cited, after = redact_pieces(value, [(a, start), (start, cend), (end, b)],
+                                         redactor.find(value) if found is None else found)
     return ("…" if a > 0 else "") + before, cited, after + ("…" if b < n else ""), cend < end
+
+
+def redact_value(value: Any, redactor: Redactor) -> Any:
+    """`value` (decoded JSON: a datum's fact, a result's value) with every string in it redacted."""
+    if isinstance(value, str):
+        return redact_text(value, redactor)
+    if isinstance(value, list):
+        return [redact_value(v, redactor) for v in value]
+    if isinstance(value, dict):
+        return {redact_text(str(k), redactor): redact_value(v, redactor) for k, v in value.items()}
+    return value
 
 
 def one_line(text: str) -> str:

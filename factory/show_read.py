@@ -1,18 +1,20 @@
 """The part of `agent-factory show` that reads a store: one unit's evidence, data, results and flags, or the
-units most flagged with one quote each. Everything is returned as the models of `factory.show`, trace text
-redacted; every flag comes from `factory.findings.read_findings`."""
+units most flagged with one quote each. Everything is returned as the models of `factory.show`, what comes from
+a trace redacted (its text, and its ids: a user id may be an email); every flag comes from
+`factory.findings.read_findings`."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.evaluators.collect.redact import Redactor, redact_text
+from agent_factory.evaluators.collect.redact import Redaction, Redactor, load_redactor, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
-from agent_factory.evaluators.findings import FlagRow, Level, level_units
+from agent_factory.evaluators.findings import FlagRow, Level, all_flags, level_units
 from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.factory.findings import Findings, read_findings
 from agent_factory.factory.report.read import _field_text
@@ -35,6 +37,7 @@ from agent_factory.factory.show import (
     one_line,
     pointer_parts,
     rank_units,
+    redact_value,
     subtree,
 )
 from agent_factory.factory.store import Store
@@ -56,6 +59,17 @@ class Located(NamedTuple):
     conversation_id: str | None
     user_id: str | None
     turn_id: str | None = None
+
+
+def flags_and_redactor(store: Store, suite: Path | None, pack: str | None,
+                       redactor_ref: str | None) -> tuple[tuple[FlagSpec, ...], Redactor]:
+    """The suite's flags (as `factory.findings.suite_flags` gives them) and the configured redactor, which looks
+    for the national phone numbers of the regions the suite's pack names (`phone_regions`)."""
+    from agent_factory.factory.suite import load_suite
+
+    chosen = load_suite(suite, pack=pack, store=store, allow_unapproved=True)
+    return all_flags(chosen.pack, chosen.components), load_redactor(redactor_ref,
+                                                                    phone_regions=chosen.pack.phone_regions)
 
 
 def locate(store: Store, unit_id: str) -> Located | None:
@@ -118,11 +132,14 @@ def field_value(store: Store, unit_id: str, field: str) -> str | list[Any] | Non
 
 
 class _Texts:
-    """Field texts read once per (unit, field): a conversation's data point into the same few fields."""
+    """Field texts read, and redacted, once per (unit, field): a conversation's data point into the same few
+    fields (a long field is searched for secrets once, not once per pointer); ids redacted once each."""
 
     def __init__(self, store: Store, redactor: Redactor) -> None:
         self.store, self.redactor = store, redactor
         self._cache: dict[tuple[str, str], str | list[Any] | None] = {}
+        self._found: dict[tuple[str, str], list[Redaction]] = {}
+        self._ids: dict[str, str] = {}
 
     def value(self, unit_id: str, field: str) -> str | list[Any] | None:
         key = (unit_id, field)
@@ -130,14 +147,42 @@ class _Texts:
             self._cache[key] = field_value(self.store, unit_id, field)
         return self._cache[key]
 
-    def pointer(self, p: dict[str, Any]) -> Pointer:
+    def found(self, unit_id: str, field: str, value: str) -> list[Redaction]:
+        """What the redactor finds in a field's text (searched once)."""
+        key = (unit_id, field)
+        if key not in self._found:
+            self._found[key] = list(self.redactor.find(value))
+        return self._found[key]
+
+    def id(self, value: str | None) -> str | None:
+        """An id from the store, redacted (None stays None)."""
+        if value is None:
+            return None
+        if value not in self._ids:
+            self._ids[value] = redact_text(value, self.redactor)
+        return self._ids[value]
+
+    def rid(self, value: str) -> str:
+        """An id that is never None, redacted."""
+        return self.id(value) or ""
+
+    def text(self, value: str | None) -> str | None:
+        """Free text from the store (a reason, a note), redacted."""
+        return None if value is None else redact_text(value, self.redactor)
+
+    def pointer(self, p: dict[str, Any], *, context: int | None = None, cited_max: int | None = None
+                ) -> tuple[Pointer, str | list[Any] | None]:
+        """The pointer with the text it cites, and the field's value (None: not stored)."""
         uid, fld = str(p.get("unit_id")), str(p.get("field"))
         start, end = int(p.get("start") or 0), int(p.get("end") or 0)
         value = self.value(uid, fld)
         if value is None:
-            return Pointer(unit_id=uid, field=fld, start=start, end=end, missing="field not stored")
-        before, cited, after, cut = pointer_parts(value, start, end, self.redactor)
-        return Pointer(unit_id=uid, field=fld, start=start, end=end, before=before, cited=cited, after=after, cut=cut)
+            return Pointer(unit_id=self.rid(uid), field=fld, start=start, end=end, missing="field not stored"), None
+        found = self.found(uid, fld, value) if isinstance(value, str) else None
+        extra: dict[str, int] = {k: v for k, v in (("context", context), ("cited_max", cited_max)) if v is not None}
+        before, cited, after, cut = pointer_parts(value, start, end, self.redactor, found=found, **extra)
+        return Pointer(unit_id=self.rid(uid), field=fld, start=start, end=end, before=before, cited=cited,
+                       after=after, cut=cut), value
 
 
 def _data(store: Store, texts: _Texts, unit_ids: Sequence[str],
@@ -148,33 +193,32 @@ def _data(store: Store, texts: _Texts, unit_ids: Sequence[str],
         [list(unit_ids)]).fetchall()
     out: dict[str, list[Datum]] = {u: [] for u in unit_ids}
     for uid, item, value, fact, reason, evidence, tier, collector, rater in rows:
-        pointers = tuple(texts.pointer(p) for p in (_decode(evidence) or []) if isinstance(p, dict))
+        pointers = tuple(texts.pointer(p)[0] for p in (_decode(evidence) or []) if isinstance(p, dict))
         raises = tuple(raising.get((uid, item), ())) if rater == "primary" else ()
-        out[uid].append(Datum(unit_id=uid, item=item, value=value, fact=_decode(fact), reason=reason, tier=tier,
+        out[uid].append(Datum(unit_id=texts.rid(uid), item=item, value=texts.text(value),
+                              fact=redact_value(_decode(fact), texts.redactor), reason=texts.text(reason), tier=tier,
                               collector=collector, rater=rater, raises=raises, evidence=pointers))
     return out
 
 
-def _results(store: Store, unit_ids: Sequence[str]) -> list[Result]:
+def _results(store: Store, texts: _Texts, unit_ids: Sequence[str]) -> list[Result]:
     rows = store.con.execute(
         "SELECT unit_id, component, metric, value, note FROM results WHERE unit_id IN (SELECT unnest(?))"
         " ORDER BY component, metric, stratum", [list(unit_ids)]).fetchall()
     order = {u: i for i, u in enumerate(unit_ids)}
     rows.sort(key=lambda r: order[r[0]])
-    return [Result(unit_id=u, component=c, metric=m, value=_decode(v), note=note) for u, c, m, v, note in rows]
+    return [Result(unit_id=texts.rid(u), component=c, metric=m, value=redact_value(_decode(v), texts.redactor),
+                   note=texts.text(note)) for u, c, m, v, note in rows]
 
 
-def _red(text: str | None, redactor: Redactor) -> str | None:
-    return None if text is None else redact_text(text, redactor)
-
-
-def _spans(store: Store, turn_id: str, redactor: Redactor, *, span_id: str | None = None) -> list[SpanView]:
+def _spans(store: Store, turn_id: str, texts: _Texts, *, span_id: str | None = None) -> list[SpanView]:
     where, args = ("id = ?", [span_id]) if span_id is not None else ("turn_id = ?", [turn_id])
     rows = store.con.execute(
         f"SELECT id, name, kind, status, input, output, error, attributes FROM spans WHERE {where}"
         " ORDER BY start_time NULLS LAST, trace_id, seq, id", args).fetchall()
-    return [SpanView(id=i, name=n, kind=k, status=s, input=_red(a, redactor), output=_red(b, redactor),
-                     error=_red(e, redactor), tool_calls=_tool_calls(attrs, redactor))
+    red = texts.text
+    return [SpanView(id=texts.rid(i), name=red(n), kind=k, status=s, input=red(a), output=red(b), error=red(e),
+                     tool_calls=_tool_calls(attrs, texts.redactor))
             for i, n, k, s, a, b, e, attrs in rows]
 
 
@@ -185,18 +229,19 @@ def _tool_calls(attributes: str | None, redactor: Redactor) -> tuple[str, ...]:
     return tuple(redact_text(str(c.get("name", c)) if isinstance(c, dict) else str(c), redactor) for c in calls)
 
 
-def _turns(store: Store, redactor: Redactor, *, conversation_id: str | None = None,
-           turn_id: str | None = None) -> list[TurnView]:
+def _turns(store: Store, texts: _Texts, *, conversation_id: str | None = None,
+           turn_id: str | None = None) -> list[tuple[str, TurnView]]:
+    """(raw id, the turn's view) of a conversation's turns, or of one turn."""
     where, args = ("conversation_id = ?", [conversation_id]) if turn_id is None else ("id = ?", [turn_id])
     rows = store.con.execute(
         f"SELECT id, idx, request, answer, delivery, mode, n_spans FROM turns WHERE {where}"
         " ORDER BY idx NULLS LAST, start_time NULLS LAST, id", args).fetchall()
-    return [TurnView(id=i, index=x, request=_red(q, redactor), answer=_red(a, redactor), delivery=d, mode=m,
-                     n_spans=int(n or 0)) for i, x, q, a, d, m, n in rows]
+    return [(i, TurnView(id=texts.rid(i), index=x, request=texts.text(q), answer=texts.text(a), delivery=d, mode=m,
+                         n_spans=int(n or 0))) for i, x, q, a, d, m, n in rows]
 
 
-def _flags(specs: Sequence[FlagSpec], findings: Findings, level: Level,
-           unit_id: str) -> tuple[list[Flag], list[FlagRow]]:
+def _flags(specs: Sequence[FlagSpec], findings: Findings, level: Level, unit_id: str,
+           texts: _Texts) -> tuple[list[Flag], list[FlagRow]]:
     """The flags raised on the unit, rolled up to it, and the raised rows at or below it."""
     raised_here = {r.flag for r in findings.at(level) if r.unit_id == unit_id and r.value == 1}
     below = [r for r in subtree(findings.rows, findings.units, level, unit_id) if r.value == 1]
@@ -204,8 +249,8 @@ def _flags(specs: Sequence[FlagSpec], findings: Findings, level: Level,
     for r in below:
         if r.unit_id not in on[r.flag]:
             on[r.flag].append(r.unit_id)
-    flags = [Flag(id=s.id, component=s.component, label=s.label, meaning=s.meaning, raised_on=tuple(on[s.id]))
-             for s in specs if s.id in raised_here]
+    flags = [Flag(id=s.id, component=s.component, label=s.label, meaning=s.meaning,
+                  raised_on=tuple(texts.rid(u) for u in on[s.id])) for s in specs if s.id in raised_here]
     return flags, below
 
 
@@ -219,30 +264,32 @@ def read_unit(store: Store, unit_id: str, specs: Sequence[FlagSpec], redactor: R
     kind: Kind = where.kind
     # Every unit a roll-up of this one reads belongs to its user: reading that user's flags is enough.
     findings = read_findings(store, specs, with_associations=False, user=where.user_id)
-    flags, below = _flags(specs, findings, kind, unit_id)
+    texts = _Texts(store, redactor)
+    flags, below = _flags(specs, findings, kind, unit_id, texts)
     spec_of = {s.id: s for s in specs}
     raising: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in below:
         s = spec_of[r.flag]
         if s.source == "datum":
             raising[(r.unit_id, s.item)].append(s.id)
-    texts = _Texts(store, redactor)
     span = turn = None
     turns: list[TurnView] = []
     conversations: list[ConversationRef] = []
     groups: list[tuple[str, str]] = []
+    rid = texts.rid
     if kind == "span":
-        span = _spans(store, where.turn_id or "", redactor, span_id=unit_id)[0]
+        span = _spans(store, where.turn_id or "", texts, span_id=unit_id)[0]
         if where.turn_id is not None:
-            turn = next(iter(_turns(store, redactor, turn_id=where.turn_id)), None)
-        groups = [(unit_id, f"span {unit_id}")]
+            turn = next((t for _, t in _turns(store, texts, turn_id=where.turn_id)), None)
+        groups = [(unit_id, f"span {rid(unit_id)}")]
     elif kind == "turn":
-        turn = _turns(store, redactor, turn_id=unit_id)[0]
-        turn = turn.model_copy(update={"spans": tuple(_spans(store, unit_id, redactor))})
-        groups = [(unit_id, f"turn {turn.index} {unit_id}")]
+        turn = _turns(store, texts, turn_id=unit_id)[0][1]
+        turn = turn.model_copy(update={"spans": tuple(_spans(store, unit_id, texts))})
+        groups = [(unit_id, f"turn {turn.index} {rid(unit_id)}")]
     elif kind == "conversation":
-        turns = _turns(store, redactor, conversation_id=unit_id)
-        groups = [(unit_id, f"conversation {unit_id}")] + [(t.id, f"turn {t.index} {t.id}") for t in turns]
+        listed = _turns(store, texts, conversation_id=unit_id)
+        turns = [t for _, t in listed]
+        groups = [(unit_id, f"conversation {rid(unit_id)}")] + [(i, f"turn {t.index} {t.id}") for i, t in listed]
     else:
         rolled = findings.at("conversation")
         bad = {s.id for s in specs if s.meaning == "bad"}
@@ -252,14 +299,14 @@ def read_unit(store: Store, unit_id: str, specs: Sequence[FlagSpec], redactor: R
                 raised[r.unit_id] += 1
         convs = store.con.execute("SELECT conversation_id, count(*) FROM turns WHERE user_id = ? GROUP BY 1"
                                   " ORDER BY min(start_time) NULLS LAST, 1", [unit_id]).fetchall()
-        conversations = [ConversationRef(id=c, turns=int(n), flags_raised=raised.get(c, 0)) for c, n in convs]
+        conversations = [ConversationRef(id=rid(c), turns=int(n), flags_raised=raised.get(c, 0)) for c, n in convs]
     ids = [u for u, _ in groups]
     data = _data(store, texts, ids, raising) if ids else {}
     return UnitShow(
-        unit_id=unit_id, kind=kind, conversation_id=where.conversation_id, user_id=where.user_id, span=span,
-        turn=turn, turns=tuple(turns), conversations=tuple(conversations),
-        data=tuple(DataGroup(unit_id=u, title=title, data=tuple(data.get(u, ()))) for u, title in groups),
-        results=tuple(_results(store, ids or [unit_id])), flags=tuple(flags))
+        unit_id=rid(unit_id), kind=kind, conversation_id=texts.id(where.conversation_id),
+        user_id=texts.id(where.user_id), span=span, turn=turn, turns=tuple(turns), conversations=tuple(conversations),
+        data=tuple(DataGroup(unit_id=rid(u), title=title, data=tuple(data.get(u, ()))) for u, title in groups),
+        results=tuple(_results(store, texts, ids or [unit_id])), flags=tuple(flags))
 
 
 def _quote(store: Store, texts: _Texts, rows: Sequence[FlagRow], specs: Sequence[FlagSpec],
@@ -278,20 +325,21 @@ def _quote(store: Store, texts: _Texts, rows: Sequence[FlagRow], specs: Sequence
         row = store.con.execute("SELECT evidence FROM atomic_data WHERE unit_id = ? AND item = ? AND rater = 'primary'",
                                 [r.unit_id, s.item]).fetchone()
         for p in (_decode(row[0]) if row else None) or []:
-            value = texts.value(str(p.get("unit_id")), str(p.get("field")))
+            if not isinstance(p, dict):
+                continue
+            pointer, value = texts.pointer(p, context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)
             if value is None or (isinstance(value, str) and not value.strip()):
                 continue
-            start, end = int(p.get("start") or 0), int(p.get("end") or 0)
-            before, cited, after, cut = pointer_parts(value, start, end, texts.redactor,
-                                                      context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)
-            return Quote(flag=s.id, unit_id=str(p["unit_id"]), field=str(p["field"]), start=start, end=end,
-                         text=one_line(marked(before, cited, after, cut=cut)))
+            return Quote(flag=s.id, unit_id=pointer.unit_id, field=pointer.field, start=pointer.start,
+                         end=pointer.end, text=one_line(marked(pointer.before, pointer.cited, pointer.after,
+                                                               cut=pointer.cut)))
     for r in ranked:
         request = texts.value(r.unit_id, "request") if r.layer == "trace" else None
         if isinstance(request, str) and request.strip():
             before, cited, after, cut = pointer_parts(request, 0, len(request), texts.redactor,
-                                                      context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)
-            return Quote(flag=r.flag, unit_id=r.unit_id, field="request", start=0, end=len(request),
+                                                      context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST,
+                                                      found=texts.found(r.unit_id, "request", request))
+            return Quote(flag=r.flag, unit_id=texts.rid(r.unit_id), field="request", start=0, end=len(request),
                          text=one_line(marked(before, cited, after, cut=cut)), cites="request")
     return None
 
@@ -317,7 +365,8 @@ def read_worst(store: Store, specs: Sequence[FlagSpec], redactor: Redactor, *, n
     for uid, total, per in ranked[:n]:
         key = keys.get(uid)
         out.append(WorstUnit(
-            unit_id=uid, conversation_id=key.conversation_id if key else None, user_id=key.user_id if key else None,
+            unit_id=texts.rid(uid), conversation_id=texts.id(key.conversation_id) if key else None,
+            user_id=texts.id(key.user_id) if key else None,
             flags_raised=total, by_component=per, labels=tuple(s.label for s in specs if s.id in raised[uid]),
             quote=_quote(store, texts, subtree(hits, findings.units, level, uid), specs, position)))
     return Worst(level=level, component=component, clause=clause, flags_counted=len(counted),

@@ -40,6 +40,8 @@ PatternId = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_.-]*$")]
 """A lexicon pattern id, conventionally `<language>.<what>` such as `en.ignore_instructions`."""
 LanguageCode = Annotated[str, StringConstraints(pattern=r"^[a-z]{2,3}(-[A-Za-z0-9]+)?$")]
 """A language code: `zh`, `en`, `pt-BR`, ..."""
+RegionCode = Annotated[str, StringConstraints(pattern=r"^[A-Z]{2}$")]
+"""An ISO 3166 region code in upper case: `US`, `CN`, `GB`, ..."""
 Rate = Annotated[float, Field(ge=0.0, le=1.0)]
 """A proportion in [0, 1]."""
 Scalar = str | bool | int | float
@@ -544,6 +546,29 @@ class KnowledgePack(Frozen):
     model: the rule's evidence (e.g. a lexicon) is trusted complete here. Only rules that document it honour it
     (Trajectory's context repair). Nothing the rule misses then reaches a model, so the audit loop must check
     the rule's recall on this agent's traffic. Empty by default: every such rule abstains."""
+    phone_regions: tuple[RegionCode, ...] | None = None
+    """ISO 3166 regions (`US`, `CN`, `GB`, ...) whose national phone numbers, written without `+`, the default
+    redactor looks for in this agent's traffic (international forms are found whatever the regions). None: the
+    redactor's default (US, CN, GB). Left out of the pack's content (and digests) while unset."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Unset, the field is left out: packs written before it existed keep their digests (and data).
+        data: dict[str, Any] = handler(self)
+        if self.phone_regions is None:
+            data.pop("phone_regions", None)
+        return data
+
+    @field_validator("phone_regions")
+    @classmethod
+    def _known_regions(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if v is not None:
+            import phonenumbers
+
+            unknown = [r for r in v if r not in phonenumbers.SUPPORTED_REGIONS]
+            if unknown:
+                raise ValueError(f"unknown phone regions: {', '.join(unknown)} (ISO 3166 codes libphonenumber knows)")
+        return v
 
     @field_validator("segments")
     @classmethod

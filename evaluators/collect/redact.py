@@ -1,32 +1,48 @@
-"""Privacy: secrets and personal data are replaced before any text leaves for a model provider.
+r"""Privacy: secrets and personal data are replaced before any text leaves for a model provider or a report.
 
 A redactor finds ranges to replace (`find(text) -> [Redaction]`) rather than returning new text, so the
 prompt builder can cut and mark evidence (projection cuts, injection-flag boundaries) without ever splitting a
 secret into parts that no longer match: the ranges are found on the whole field first, then every shown piece
 is rewritten from them (`redact_pieces`).
 
-`DefaultRedactor` replaces, with typed placeholders: private-key blocks and API keys (`sk-...`, `AKIA...`,
-`ghp_...`, `xox?-...`, `AIza...`, JWTs, ...) -> `[API_KEY]`; long secrets after key / token / secret / password
--> `[SECRET]`; emails -> `[EMAIL]`; IBAN-like account numbers -> `[IBAN]`; Chinese resident ID numbers
-(region, plausible birth date, sequence, check character; the check itself is not required, so a mistyped
-number is still hidden) -> `[CN_ID]`; card numbers (13-19 digits, separators allowed, Luhn-verified) ->
-`[CARD]`; phone numbers (Chinese mobiles, `+`/`00` international forms, North American and 0-prefixed local
-forms) -> `[PHONE]`. A custom redactor is configured as `[privacy] redactor = "module:attr"`, or by a name
-registered under the entry-point group `agent_factory.redactors` (`default`: this one).
+`DefaultRedactor` replaces, with typed placeholders, what `redact_shapes` finds written as text (private key
+blocks, whole or cut -> `[PRIVATE_KEY]`; vendor key shapes, its own and detect-secrets' -> `[API_KEY]`; values of
+secret assignments (`AWS_SECRET_ACCESS_KEY=`, `"apiKey":`), passwords, one-time codes, bearer and URL
+credentials -> `[SECRET]`; emails, IBANs, Chinese resident ids, US social security numbers), Luhn-valid card
+numbers (`redact_numbers` -> `[CARD]`) and phone numbers (`redact_phones`: by shape, and by libphonenumber's
+matcher for the phone regions -> `[PHONE]`). Everything is matched on a view of the text (`redact_view`) where
+full-width and other compatibility forms of ASCII are ASCII and JSON escapes are blanked, one character for one
+(offsets are the original's), with ASCII boundaries, so what is written against Chinese text is found; text with
+`\uXXXX` escapes is also read decoded. The work is linear in the text's length (`bench/redact_bench.py`
+measures it). Where two findings overlap their union is hidden, named by the first finding's kind.
+
+A custom redactor is configured as `[privacy] redactor = "module:attr"`, or by a name registered under the
+entry-point group `agent_factory.redactors` (`default`: this one).
 """
 
 from __future__ import annotations
 
 import importlib
-import re
-from collections.abc import Iterable, Sequence
+from bisect import bisect_right
+from collections.abc import Sequence
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from agent_factory import plugins
 from agent_factory.errors import SpecError
+from agent_factory.evaluators.collect.redact_numbers import card_ranges, luhn_ok
+from agent_factory.evaluators.collect.redact_phones import check_regions, phone_ranges
+from agent_factory.evaluators.collect.redact_shapes import shape_ranges
+from agent_factory.evaluators.collect.redact_view import decoded_view, has_unicode_escapes, matching_view
 
-VERSION = "1"
+__all__ = ["DEFAULT_PHONE_REGIONS", "VERSION", "DefaultRedactor", "Redaction", "Redactor", "load_redactor",
+           "luhn_ok", "merge", "redact_id", "redact_pieces", "redact_text"]
+
+VERSION = "2"
 """Version of `DefaultRedactor`'s patterns: it enters the cache key of every model-collected datum."""
+DEFAULT_PHONE_REGIONS = ("US", "CN", "GB")
+"""Regions whose national phone numbers are looked for when a knowledge pack names none."""
+_CARD_PRIORITY = 90
+_PHONE_PRIORITY = 91
 
 
 class Redaction(NamedTuple):
@@ -48,116 +64,55 @@ class Redactor(Protocol):
         """The ranges of `text` to hide, with their placeholders."""
 
 
-def luhn_ok(digits: str) -> bool:
-    """The Luhn checksum of a string of digits (payment card numbers)."""
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-_API_KEY = re.compile(
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
-    r"|\bsk-(?:proj-|ant-|live-|test-|or-)?[A-Za-z0-9_\-]{16,}"
-    r"|\b(?:sk|pk|rk)_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|\b(?:AKIA|ASIA|AIDA|AROA|AGPA)[0-9A-Z]{16}\b"
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}"
-    r"|\bgithub_pat_[A-Za-z0-9_]{20,}"
-    r"|\bglpat-[A-Za-z0-9_\-]{20,}"
-    r"|\bxox[abposre]-[A-Za-z0-9\-]{10,}"
-    r"|\bAIza[0-9A-Za-z_\-]{35}"
-    r"|\bhf_[A-Za-z0-9]{30,}"
-    r"|\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"
-)
-# A value after a secret-ish keyword: long, with at least one digit (so English words are left alone).
-_KEYWORD_SECRET = re.compile(
-    r"(?i)\b(?:api[_\- ]?key|access[_\- ]?key(?:[_\- ]?id)?|secret(?:[_\- ]?(?:access[_\- ]?)?key)?"
-    r"|client[_\- ]?secret|auth(?:orization)?|bearer|(?:access|refresh|auth|api|session)?[_\- ]?token"
-    r"|key|密钥|令牌)"
-    r"[\"']?\s*(?:[:=：]|:=|\bis\b|为|是)?\s*(?:bearer\s+)?[\"']?"
-    r"(?P<v>(?=[A-Za-z0-9+/_\-.]*\d)[A-Za-z0-9+/_\-.]{16,}={0,2})"
-)
-_PASSWORD = re.compile(r"(?i)(?:\b(?:password|passwd|pwd|passcode)|密码)\s*[:=：]\s*[\"']?(?P<v>[^\s\"']{4,})")
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}\b")
-_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-_CN_ID = re.compile(
-    r"(?<![0-9A-Za-z])[1-9]\d{5}(?:18|19|20)\d{2}(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\d{3}[\dXx]"
-    r"(?![0-9A-Za-z])"
-)
-_DIGIT_RUN = re.compile(r"(?<![\w+])\d+(?:[ \-]\d+)*(?![\w])")
-_PHONES = (
-    # Chinese mobile, optionally with +86 / 0086, optionally grouped 3-4-4.
-    re.compile(r"(?<![\d\w+])(?:(?:\+|00)86[ \-]?)?1[3-9]\d(?:[ \-]?\d{4}){2}(?!\d)"),
-    # International: + or 00, country code, then groups (optionally one parenthesized).
-    re.compile(r"(?<![\w+])(?:\+|00)[1-9]\d{0,2}(?:[ .\-]?\(?\d{1,4}\)?){2,6}(?!\d)"),
-    # North American: (415) 555-0100, 415-555-0100, 415.555.0100.
-    re.compile(r"(?<![\w(])(?:\(\d{3}\)\s?|\d{3}[.\-])\d{3}[.\-]\d{4}(?!\d)"),
-    # Local numbers with a trunk 0: 020 7946 0958, 010-12345678, 0755-8888 6666.
-    re.compile(r"(?<![\d\w])0\d{1,4}[ \-]\d{3,4}[ \-]?\d{3,4}(?!\d)"),
-)
-
-
-def _count_digits(s: str) -> int:
-    return sum(c.isdigit() for c in s)
-
-
-def _cards(text: str) -> Iterable[tuple[int, int]]:
-    """Luhn-valid 13-19 digit numbers, whole groups of a digit run separated by single spaces or dashes."""
-    for m in _DIGIT_RUN.finditer(text):
-        groups = [(g.start() + m.start(), g.end() + m.start()) for g in re.finditer(r"\d+", m.group())]
-        i = 0
-        while i < len(groups):
-            for j in range(len(groups), i, -1):
-                digits = "".join(text[a:b] for a, b in groups[i:j])
-                if 13 <= len(digits) <= 19 and luhn_ok(digits):
-                    yield groups[i][0], groups[j - 1][1]
-                    i = j
-                    break
-            else:
-                i += 1
+def merge(found: list[tuple[int, int, int, str]]) -> list[Redaction]:
+    """(start, end, priority, placeholder) findings as sorted, non-overlapping redactions: overlapping ones
+    become their union, with the placeholder of the lowest priority number among them."""
+    found.sort()
+    out: list[Redaction] = []
+    cur_start, cur_end, cur_priority, cur_placeholder = -1, -1, 0, ""
+    for start, end, priority, placeholder in found:
+        if start < cur_end:
+            if end > cur_end:
+                cur_end = end
+            if priority < cur_priority:
+                cur_priority, cur_placeholder = priority, placeholder
+            continue
+        if cur_end > cur_start >= 0:
+            out.append(Redaction(cur_start, cur_end, cur_placeholder))
+        cur_start, cur_end, cur_priority, cur_placeholder = start, end, priority, placeholder
+    if cur_end > cur_start >= 0:
+        out.append(Redaction(cur_start, cur_end, cur_placeholder))
+    return out
 
 
 class DefaultRedactor:
-    """Emails, phones, API keys and secrets, cards, IBANs, Chinese ID numbers -> typed placeholders."""
+    """Keys, secrets, emails, phones, cards, IBANs, Chinese ids, SSNs -> typed placeholders (module docstring).
+
+    `phone_regions` are ISO 3166 region codes whose national phone numbers (written without `+`) are looked
+    for; international forms are found whatever the regions. A knowledge pack may name them (`phone_regions`).
+    """
 
     name = "default"
-    version = VERSION
+
+    def __init__(self, phone_regions: Sequence[str] | None = None) -> None:
+        regions = check_regions(phone_regions if phone_regions is not None else DEFAULT_PHONE_REGIONS)
+        self.phone_regions = regions
+        self.version = VERSION if regions == DEFAULT_PHONE_REGIONS else f"{VERSION}+{','.join(regions)}"
 
     def find(self, text: str) -> list[Redaction]:
-        """Secrets in `text` (keys, secrets, emails, IBANs, Chinese ids, cards, phones), non-overlapping, in order."""
-        found: list[Redaction] = []
+        """What `text` holds to hide, as sorted, non-overlapping ranges of the original text."""
         if not text:
-            return found
-        taken: list[tuple[int, int]] = []
+            return []
+        found = self._found(matching_view(text))
+        if has_unicode_escapes(text):  # JSON with ASCII escapes: also read decoded, ranges mapped back
+            decoded, starts, ends = decoded_view(text)
+            found += [(starts[s], ends[e - 1], p, h) for s, e, p, h in self._found(matching_view(decoded))]
+        return merge(found)
 
-        def add(start: int, end: int, placeholder: str) -> None:
-            if end > start and all(end <= a or start >= b for a, b in taken):
-                taken.append((start, end))
-                found.append(Redaction(start, end, placeholder))
-
-        for m in _API_KEY.finditer(text):
-            add(m.start(), m.end(), "[API_KEY]")
-        for pattern in (_KEYWORD_SECRET, _PASSWORD):
-            for m in pattern.finditer(text):
-                add(m.start("v"), m.end("v"), "[SECRET]")
-        for m in _EMAIL.finditer(text):
-            add(m.start(), m.end(), "[EMAIL]")
-        for m in _IBAN.finditer(text):
-            compact = m.group().replace(" ", "")
-            if 15 <= len(compact) <= 34 and _count_digits(compact[4:]) >= 6:
-                add(m.start(), m.end(), "[IBAN]")
-        for m in _CN_ID.finditer(text):
-            add(m.start(), m.end(), "[CN_ID]")
-        for start, end in _cards(text):
-            add(start, end, "[CARD]")
-        for pattern in _PHONES:
-            for m in pattern.finditer(text):
-                if 7 <= _count_digits(m.group()) <= 15:
-                    add(m.start(), m.end(), "[PHONE]")
-        found.sort()
+    def _found(self, view: str) -> list[tuple[int, int, int, str]]:
+        found = list(shape_ranges(view))
+        found += [(s, e, _CARD_PRIORITY, "[CARD]") for s, e in card_ranges(view)]
+        found += [(s, e, _PHONE_PRIORITY, "[PHONE]") for s, e in phone_ranges(view, self.phone_regions)]
         return found
 
     def redact(self, text: str) -> str:
@@ -170,6 +125,11 @@ def redact_text(text: str, redactor: Redactor) -> str:
     return redact_pieces(text, [(0, len(text))], redactor.find(text))[0]
 
 
+def redact_id(value: str | None, redactor: Redactor) -> str | None:
+    """An id taken from a trace (a user, conversation or unit id), redacted like text (None stays None)."""
+    return None if value is None else redact_text(value, redactor)
+
+
 def redact_pieces(
     text: str, pieces: Sequence[tuple[int, int]], redactions: Sequence[Redaction]
 ) -> list[str]:
@@ -177,16 +137,19 @@ def redact_pieces(
 
     A redaction crossing a piece boundary is hidden in every piece it touches; its placeholder appears once
     per contiguous run of pieces (so a secret cut by a projection shows `[TYPE]` on both sides of the cut).
+    Overlapping redactions (a custom redactor's) are hidden as their union. O((pieces + redactions) log).
     """
-    ordered = sorted(redactions)
+    ordered = merge([(r.start, r.end, i, r.placeholder) for i, r in enumerate(redactions) if r.end > r.start])
+    ends = [r.end for r in ordered]
     out: list[str] = []
     prev_end: int | None = None
     for a, b in pieces:
         parts: list[str] = []
         pos = a
-        for r in ordered:
-            if r.end <= a or r.start >= b:
-                continue
+        for i in range(bisect_right(ends, a), len(ordered)):
+            r = ordered[i]
+            if r.start >= b:
+                break
             start = max(r.start, a)
             if start > pos:
                 parts.append(text[pos:start])
@@ -203,11 +166,12 @@ def redact_pieces(
 plugins.register("redactor", "default", DefaultRedactor)
 
 
-def load_redactor(ref: str | None) -> Redactor:
+def load_redactor(ref: str | None, *, phone_regions: Sequence[str] | None = None) -> Redactor:
     """The redactor named `module:attr`, or a registered name (`default`, or one a package registers under the
-    entry-point group `agent_factory.redactors`): an instance, or a class / factory called without arguments."""
-    if not ref:
-        return DefaultRedactor()
+    entry-point group `agent_factory.redactors`): an instance, or a class / factory called without arguments.
+    `phone_regions` (a knowledge pack's) go to the default redactor; None: `DEFAULT_PHONE_REGIONS`."""
+    if not ref or ref == "default":
+        return DefaultRedactor(phone_regions)
     module_name, _, attr = ref.partition(":")
     obj: object
     if ":" not in ref:

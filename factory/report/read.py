@@ -1,6 +1,9 @@
 """The part of the report that reads a store: results, traffic facts and (with `--evidence`) redacted quotes.
 
-Everything else in `factory.report` is pure and works on the `ReportData` this returns.
+What comes from a trace is redacted here, before any of it reaches the page: the quotes and the ids and fields
+they name (a unit id may hold an email), and the strata, notes and text values of the results (a stratum may
+be a value read from traffic). Everything else in `factory.report` is pure and works on the `ReportData` this
+returns.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.evaluators.collect.redact import Redactor, redact_pieces
+from agent_factory.evaluators.collect.redact import DefaultRedactor, Redactor, redact_pieces, redact_text
 from agent_factory.evaluators.components.conduct import obligation_id
 from agent_factory.evaluators.components.provenance import EVIDENCE_COMPLETE, INJECTION_FLAGGED
 from agent_factory.evaluators.core.flags import FlagSpec
@@ -61,15 +64,24 @@ def read_facts(store: Store) -> StoreFacts:
     )
 
 
-def read_rows(store: Store) -> tuple[ResultRow, ...]:
-    """Every population-level result, in (component, analysis, metric, layer, stratum) order."""
+def read_rows(store: Store, redactor: Redactor | None = None) -> tuple[ResultRow, ...]:
+    """Every population-level result, in (component, analysis, metric, layer, stratum) order; strata, notes and
+    text values redacted (by the default redactor when none is given)."""
+    red = redactor if redactor is not None else DefaultRedactor()
+
+    def text(v: str | None) -> str | None:
+        return None if v is None else redact_text(v, red)
+
     cur = store.con.execute(
         "SELECT component, layer, metric, stratum, value, low, high, n, note FROM results WHERE unit_id IS NULL"
         " ORDER BY component, analysis, metric, layer, stratum")
-    return tuple(
-        ResultRow(component=c, layer=layer, metric=m, stratum=s, value=_value(v), low=lo, high=hi,
-                  n=None if n is None else int(n), note=note)
-        for c, layer, m, s, v, lo, hi, n, note in cur.fetchall())
+    rows = []
+    for c, layer, m, s, v, lo, hi, n, note in cur.fetchall():
+        value = _value(v)
+        rows.append(ResultRow(component=c, layer=layer, metric=m, stratum=text(s),
+                              value=text(value) if isinstance(value, str) else value, low=lo, high=hi,
+                              n=None if n is None else int(n), note=text(note)))
+    return tuple(rows)
 
 
 def read_per_unit(store: Store) -> dict[str, int]:
@@ -135,7 +147,8 @@ def read_quotes(store: Store, redactor: Redactor, *, per_finding: int = QUOTES_P
             for p in pointers:
                 text = _field_text(store, p["unit_id"], p["field"])
                 if text:
-                    out.append(Quote(component=component, finding=metric, unit_id=unit_id, field=p["field"],
+                    out.append(Quote(component=component, finding=metric, unit_id=redact_text(unit_id, redactor),
+                                     field=redact_text(str(p["field"]), redactor),
                                      text=quote_window(text, int(p["start"]), int(p["end"]), redactor)))
                     break
     return tuple(out)
@@ -149,7 +162,7 @@ def read_report_data(path: Path, *, redactor: Redactor | None = None,
         raise AgentFactoryError(f"{path}: no store here yet; run `agent-factory ingest PATH` and `run` first")
     with Store(path, read_only=True) as store:
         facts = read_facts(store)
-        rows = read_rows(store)
+        rows = read_rows(store, redactor)
         per_unit = read_per_unit(store)
         quotes = read_quotes(store, redactor) if redactor is not None else None
         cells = assoc = None
