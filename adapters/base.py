@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
 from agent_factory import plugins
+from agent_factory.adapters.jsonguard import DepthScanner, mark_lone_surrogates
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
+from agent_factory.adapters.source import decoded_head, encoding_hint
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.frozen import Frozen
 
@@ -115,49 +117,39 @@ def get_adapter(name: str) -> Adapter:
 
 
 def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
-    """The first `n` bytes of a file."""
-    with open(path, "rb") as f:
-        return f.read(n)
+    """The first `n` bytes of a file as sniffers and layout checks see them: decompressed and decoded to UTF-8
+    as the adapters will read it (`adapters.source`), cut where the JSON nesting first goes over `MAX_NESTING`
+    (such a record is quarantined when read; ijson's per-event prefixes would make sniffing it quadratic, and
+    `json` would recurse through it), lone surrogate escapes marked (`jsonguard`)."""
+    return _sniffable(decoded_head(path, n)[0])
+
+
+def _sniffable(head: bytes) -> bytes:
+    return cut_at_depth(mark_lone_surrogates(head)[0])
 
 
 MAX_NESTING = 64
 """JSON nested deeper than this in a file's head is not a trace format (and would make sniffing quadratic)."""
 
+
 def cut_at_depth(head: bytes, limit: int = MAX_NESTING) -> bytes:
     """`head` up to where its JSON nesting (outside strings) first exceeds `limit`; all of it otherwise."""
-    depth, in_string, escaped = 0, False, False
-    for i, b in enumerate(head):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif b == 0x5C:  # backslash
-                escaped = True
-            elif b == 0x22:
-                in_string = False
-        elif b == 0x22:
-            in_string = True
-        elif b in (0x5B, 0x7B):
-            depth += 1
-            if depth > limit:
-                return head[:i]
-        elif b in (0x5D, 0x7D):
-            depth -= 1
-    return head
+    at = DepthScanner(limit).feed(head)
+    return head if at is None else head[:at]
 
 
 def detect(path: Path) -> Adapter:
     """Find the adapter for a file by sniffing its first bytes; `SpecError` if none matches."""
     order = _sniff_order()
-    head = read_head(path)
+    head, broken = decoded_head(path, HEAD_BYTES)
+    head = _sniffable(head)  # only up to absurd nesting
     if not head.strip():
-        raise SpecError(f"{path}: file is empty; nothing to ingest")
-    # Sniffers see the head only up to absurd nesting: such a record is quarantined when read, and ijson's
-    # per-event prefixes would make sniffing it quadratic.
-    head = cut_at_depth(head)
+        raise SpecError(f"{path}: {broken or 'file is empty'}; nothing to ingest")
     for _name, adapter in order:
         if adapter.sniff(head, path):
             return adapter
+    hint = encoding_hint(path)
     raise SpecError(
         f"{path}: unknown format (no adapter recognised the first {len(head)} bytes); "
-        f"pass --format with one of: {', '.join(n for n, _ in order)}"
+        + (f"{hint}; or " if hint else "") + f"pass --format with one of: {', '.join(n for n, _ in order)}"
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 from array import array
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from pydantic import ValidationError
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
 from agent_factory.adapters.model import Conversation
+from agent_factory.adapters.source import shown
 from agent_factory.digest import canonical_json
 
 Layout = Literal["lines", "array", "document"]
@@ -33,6 +35,7 @@ ItemTest = Callable[[Any], bool]
 than a record: then the array is itself a record (a message list), not a list of records."""
 
 _BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"[\r\n]")
 
 
 class RecordProblem(Exception):
@@ -80,10 +83,11 @@ def partial_value(data: bytes) -> Any:
 
 
 def _first_line(text: bytes, *, complete_file: bool) -> bytes | None:
-    """The first line if it ends inside `text` (or `text` is the whole file), else None."""
-    nl = text.find(b"\n")
-    if nl >= 0:
-        return text[:nl]
+    """The first line if it ends inside `text` (or `text` is the whole file), else None. A line ends at LF, CRLF
+    or a lone CR, as `jsonio.iter_lines` reads them."""
+    m = _LINE_END.search(text)
+    if m is not None:
+        return text[:m.start()]
     return text if complete_file else None
 
 
@@ -145,7 +149,7 @@ def read_conversations(
     path: Path, convert: Callable[[Any], Conversation], *, kind: str, is_item: ItemTest = never,
 ) -> Iterator[AdapterItem]:
     """Stream a file's records through `convert`; a `RecordProblem` or a reused id becomes a `Quarantine`."""
-    source = str(path)
+    source = shown(path)
     seen = SeenIds()
     for item in iter_records(path, is_item=is_item):
         if isinstance(item, Quarantine):

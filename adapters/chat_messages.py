@@ -9,7 +9,6 @@ pointer can cite the exact message of the source.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from agent_factory.adapters.chat_io import RecordProblem, json_type, problem_from
+from agent_factory.adapters.jsontext import loads_embedded
 from agent_factory.adapters.model import COMPLETE_WITHOUT, DeliveryState, Span, Turn
 from agent_factory.digest import digest
 
@@ -120,7 +120,7 @@ def looks_like_error(text: str | None) -> bool:
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
-            obj = json.loads(stripped)
+            obj = loads_embedded(stripped)
         except ValueError:
             return False
         return isinstance(obj, dict) and obj.get("error") not in (None, False, "", [], {})
@@ -153,7 +153,7 @@ def _role(msg: Any, path: str) -> str:
 
 def _valid_json(text: str) -> bool:
     try:
-        json.loads(text)
+        loads_embedded(text)
     except ValueError:
         return False
     return True

@@ -1,4 +1,4 @@
-"""Streaming JSON readers shared by the adapters, with record-level error reporting.
+r"""Streaming JSON readers shared by the adapters, with record-level error reporting.
 
 Both readers yield `(location, obj)` pairs or `Quarantine` items and never raise on bad data: a bad line
 or record is reported and reading goes on where the format allows it (JSON lines), or stops with one
@@ -8,24 +8,44 @@ Huge fields are kept: a string over the field limit is cut to its head and tail 
 how much is missing (`CUT_MARKER`; coverage declares such a field truncated), and the cut is noted for the
 ingest report. Only a record over the hard limit is quarantined. Ingest sets the limits around each file
 with `reading(...)`; every reader here, and the OTel readers through `limit_record`, apply them.
+
+Every reader is bounded in depth and refuses lone surrogates the same way (`jsonguard`): a line nested deeper
+than `MAX_DEPTH` is quarantined alone; a document is read through `open_document`, which hands the parser each
+container nested deeper as a mark and skips its bytes unparsed, so the record holding it is quarantined naming
+the field and reading goes on (a document that ends inside one ends with one line naming the record). A record
+holding a lone surrogate escape (`\ud800` without its pair) is quarantined naming the field, never stored
+altered. JSON-lines records end at LF, CRLF or a lone CR, as an editor numbers the lines (`iter_lines`); a
+Unicode line separator inside a string is text.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import ijson
-import orjson
 from pydantic import Field
 
 from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.jsonguard import (
+    LONE_MARK,
+    MAX_DEPTH,
+    BoundedJson,
+    TooDeep,
+    find_marks,
+    lone_surrogate_message,
+    mark_lone_surrogates,
+    too_deep,
+)
+from agent_factory.adapters.jsontext import REFUSED, fast_loads, parse_json_text
+from agent_factory.adapters.jsontext import loads as loads
+from agent_factory.adapters.jsontext import loads_embedded as loads_embedded
+from agent_factory.adapters.source import encoding_hint, shown
 from agent_factory.frozen import Frozen
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
@@ -39,34 +59,6 @@ CUT_MARKER = "[agent-factory: {cut} of {total} characters cut here at ingest]"
 """What replaces the middle of a cut field; coverage finds it with `CUT_PATTERN` and declares the cut."""
 CUT_PATTERN = re.compile(r"\[agent-factory: (\d+) of (\d+) characters cut here at ingest\]")
 """Finds a cut marker; group 1 is the characters cut, group 2 the field's original length."""
-
-_DIGIT_MAP = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))  # every digit to "0", the rest to " "
-_LONG_RUN = b"0" * 19
-
-
-def _may_hold_big_int(text: str | bytes) -> bool:
-    """Whether `text` may hold a JSON integer orjson would not read exactly (one of 19 digits or more: past
-    64 bits it gives a float): a run of 19 digits that is not inside a string, as far as the characters before
-    it tell (a number follows `:`, `,`, `[` or nothing, then spaces and a sign). Digits quoted as a string (OTLP
-    nanosecond times) are no such run; a false alarm only costs `json`'s speed."""
-    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    digits = raw.translate(_DIGIT_MAP)
-    at = digits.find(_LONG_RUN)
-    while at >= 0:  # `find` gives the first position of a run: `at` starts one
-        j = at - 1
-        if j >= 0 and raw[j] == 45:  # "-"
-            j -= 1
-        while j >= 0 and raw[j] in b" \t\r\n":
-            j -= 1
-        if j < 0 or raw[j] in b":,[":
-            return True
-        end = at + len(_LONG_RUN)
-        while end < len(digits) and digits[end] == 48:
-            end += 1
-        at = digits.find(_LONG_RUN, end)
-    return False
-_NAN_KEY = re.compile(r'"([^"\\]{1,200})"\s*:\s*(?:-?NaN|-?Infinity)\b')
-
 
 class FieldLimits(Frozen):
     """How much text one field and one record may hold when read."""
@@ -136,11 +128,16 @@ def cut_text(text: str, limit: int) -> str:
 
 
 def limit_record(
-    obj: Any, *, source: str, location: str, skip: frozenset[str] = frozenset(),
+    obj: Any, *, source: str, location: str, skip: frozenset[str] = frozenset(), marks: BoundedJson | None = None,
 ) -> Any | Quarantine:
     """`obj` with every string over the field limit cut (in place: the record is fresh from the parser), or
     a `Quarantine` when its text is over the record limit. Top-level keys in `skip` (a span's children,
-    read as records of their own) are neither measured nor cut. Cuts are noted in the `reading` block."""
+    read as records of their own) are neither measured nor cut. Cuts are noted in the `reading` block.
+    `marks`: the document reader `obj` came from: a record holding what it marked is quarantined (`marked`)."""
+    if marks is not None and marks.pending:
+        bad = marked(obj, source=source, location=location, reader=marks, skip=skip)
+        if bad is not None:
+            return bad
     limits = _READING.get().limits
     total = 0
     largest: tuple[int, str] = (-1, "")
@@ -170,8 +167,7 @@ def limit_record(
 
     try:
         obj = visit(obj, "")
-    except RecursionError:
-        # ijson builds arbitrarily deep values without recursion; walking one this deep is no trace record.
+    except RecursionError:  # not within MAX_DEPTH, which every reader holds records to (a backstop)
         return Quarantine(source=source, location=location, message="JSON nested too deeply")
     if total > limits.max_record_chars:
         return Quarantine(
@@ -192,68 +188,94 @@ def _fits(text_chars: int) -> bool:
     return text_chars <= min(limits.max_field_chars, limits.max_record_chars)
 
 
-class _BareConstant(ValueError):
-    pass
+def marked(
+    obj: Any, *, source: str, location: str, reader: BoundedJson | None = None, escapes: list[str] | None = None,
+    skip: frozenset[str] = frozenset(),
+) -> Quarantine | None:
+    """A `Quarantine` naming the field of `obj` that holds a container too deep to read or a lone surrogate escape
+    (as `jsonguard` marked them: in a document by `reader`, in a line with `escapes`), or None. The marks found are
+    taken from the reader, so each is reported once."""
+    found = find_marks(obj, skip)
+    if not (found.deep or found.lone):
+        return None
+    taken = [reader.take_escape() for _ in range(found.lone)] if reader is not None else escapes or []
+    escape = taken[0] if taken else "\\ud800-\\udfff"
+    offsets = [reader.take_deep() for _ in range(found.deep)] if reader is not None else []
+    if found.deep_field is not None:
+        limit = reader.limit if reader is not None else MAX_DEPTH
+        return Quarantine(source=source, location=location, field=_short(found.deep_field),
+                          message=(f"JSON nested more than {limit} levels deep at byte {offsets[0] if offsets else 0} "
+                                   "of the document: no trace record is"))
+    field = (found.lone_field or "<value>").replace(LONE_MARK, escape)
+    return Quarantine(source=source, location=location, field=_short(field), message=lone_surrogate_message(escape))
 
 
-def _reject_constant(name: str) -> Any:
-    raise _BareConstant(name)
+def _short(field: str, most: int = 160) -> str:
+    """A field path shown whole up to `most` characters, else its head and tail (a path as deep as the limit)."""
+    return field if len(field) <= most else f"{field[:most // 2]}...{field[-(most // 2):]}"
 
 
-def _nan_field(text: str) -> str | None:
-    m = _NAN_KEY.search(text)
-    return m.group(1) if m else None
+def too_deep_message(e: TooDeep, *, document: bool) -> str:
+    """The one-line reason for JSON nested deeper than the limit, in a document (whose rest is not read) or a
+    line."""
+    if document:
+        return (f"JSON nested more than {e.limit} levels deep at byte {e.offset} of the document: no trace record "
+                "is; the rest of the document is not read")
+    return f"JSON nested more than {e.limit} levels deep at byte {e.offset} of the line: no trace record is"
 
 
-def loads(text: str | bytes) -> Any:
-    """`json.loads(text)`, the same values (types included), faster: orjson where it gives exactly those values.
+class Hinted:
+    """Adds a file's encoding hint (`adapters.source.encoding_hint`, looked up once) to a quarantine that says
+    the file is not UTF-8."""
 
-    orjson refuses what it does not read like `json` (bare NaN, lone surrogate escapes, syntax errors), and
-    those texts go to `json`, which accepts or raises as before. So does a text with a run of 19 digits or
-    more that is a number (not a string): orjson reads an integer past 64 bits as a float, where `json` keeps
-    it exact.
-    """
-    if not _may_hold_big_int(text):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._hint: str | None = None
+        self._looked = False
+
+    def __call__(self, q: Quarantine) -> Quarantine:
+        """`q`, with the hint when it is about invalid UTF-8 and the file looks like another encoding."""
+        if "utf-8" not in q.message.lower():
+            return q
+        if not self._looked:
+            self._hint, self._looked = encoding_hint(self._path), True
+        return q if self._hint is None else q.model_copy(update={"message": f"{q.message}; {self._hint}"})
 
 
-def parse_json_text(text: str, *, source: str, location: str) -> Any | Quarantine:
-    """Parse one JSON text strictly (no bare NaN / Infinity); a `Quarantine` on failure."""
-    try:
-        # The fast parser's values where it gives `json`'s (see `loads`); the rest is parsed, or reported, by
-        # `json` as before.
-        if not _may_hold_big_int(text):
-            return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        pass
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except _BareConstant as e:
-        return Quarantine(
-            source=source, location=location, field=_nan_field(text),
-            message=f"bare {e} is not valid JSON; write null or a string",
-        )
-    except json.JSONDecodeError as e:
-        return Quarantine(
-            source=source, location=location, field=None,
-            message=f"invalid JSON at column {e.colno}: {e.msg}",
-        )
-    except RecursionError:
-        return Quarantine(source=source, location=location, message="JSON nested too deeply")
+def iter_lines(f: BinaryIO, block: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+    """A binary file's lines with their numbers from 1, each with its line end: a line ends at LF, CRLF or a lone
+    CR (old Mac files), the lines an editor shows; nothing else ends one (U+2028 and the like are text in a
+    string). Read a block at a time, so a file without any LF is not read whole."""
+    lineno = 0
+    pending: list[bytes] = []
+    after_cr = False
+    while data := f.read(block):
+        if after_cr and data[:1] == b"\n":
+            data = data[1:]  # the LF of a CRLF cut between blocks
+        after_cr = data[-1:] == b"\r"
+        for piece in data.splitlines(keepends=True):  # bytes split at LF, CRLF and CR only
+            if piece[-1:] in (b"\n", b"\r"):
+                if pending:
+                    pending.append(piece)
+                    piece = b"".join(pending)
+                    pending = []
+                lineno += 1
+                yield lineno, piece
+            else:
+                pending.append(piece)
+    if pending:
+        yield lineno + 1, b"".join(pending)
 
 
 def iter_json_lines(path: Path) -> Iterator[tuple[str, Any] | Quarantine]:
     """One JSON value per non-blank line; yields `("line N", value)` or a `Quarantine` for that line."""
-    source = str(path)
+    source = shown(path)
+    hinted = Hinted(path)
     with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in iter_lines(f):
             item = json_line(raw, lineno=lineno, source=source)
             if item is not None:
-                yield item
+                yield hinted(item) if isinstance(item, Quarantine) else item
 
 
 def json_line(raw: bytes, *, lineno: int, source: str) -> tuple[str, Any] | Quarantine | None:
@@ -262,16 +284,50 @@ def json_line(raw: bytes, *, lineno: int, source: str) -> tuple[str, Any] | Quar
     if not raw.strip():
         return None
     location = f"line {lineno}"
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return Quarantine(source=source, location=location, message=f"invalid UTF-8 at byte {e.start} of the line")
-    if lineno == 1 and text.startswith("\ufeff"):
-        text = text[1:]
-    obj = parse_json_text(text, source=source, location=location)
-    if not isinstance(obj, Quarantine) and not _fits(len(text)):
+    deep = too_deep(raw)
+    if deep is not None:
+        return Quarantine(source=source, location=location, message=too_deep_message(deep, document=False))
+    obj = fast_loads(raw)  # most lines; what it reads holds no lone surrogate, no invalid UTF-8
+    if obj is REFUSED:
+        raw, escapes = mark_lone_surrogates(raw)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return Quarantine(source=source, location=location,
+                              message=f"invalid UTF-8 at byte {e.start} of the line")
+        if lineno == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        obj = parse_json_text(text, source=source, location=location)
+        if escapes and not isinstance(obj, Quarantine):
+            obj = marked(obj, source=source, location=location, escapes=escapes) or obj
+    if not isinstance(obj, Quarantine) and not _fits(len(raw)):  # bytes: at least the characters
         obj = limit_record(obj, source=source, location=location)
     return obj if isinstance(obj, Quarantine) else (location, obj)
+
+
+@contextmanager
+def open_document(path: Path) -> Iterator[BoundedJson]:
+    """`path` opened for ijson within the bounds of every reader (`jsonguard.BoundedJson`): lone surrogate escapes
+    and containers nested deeper than `MAX_DEPTH` marked (pass it to `limit_record` as `marks`)."""
+    with open(path, "rb") as f:
+        yield BoundedJson(f)
+
+
+def document_error(e: Exception, *, source: str, location: str) -> Quarantine:
+    """The one `Quarantine` that ends a document the parser could not read on: too deep, broken or truncated,
+    invalid."""
+    if isinstance(e, TooDeep):
+        return Quarantine(source=source, location=location, message=too_deep_message(e, document=True))
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if isinstance(e, ijson.IncompleteJSONError):
+        return Quarantine(source=source, location=location,
+                          message=f"JSON document broken or truncated: {text or 'unexpected end of file'}")
+    return Quarantine(source=source, location=location, message=f"invalid JSON: {text or type(e).__name__}")
+
+
+DOCUMENT_ERRORS = (ijson.JSONError, UnicodeDecodeError, ValueError)
+"""What reading a document through ijson may raise on bad input (`TooDeep` is a ValueError, IncompleteJSONError a
+JSONError)."""
 
 
 def iter_json_array(
@@ -279,24 +335,17 @@ def iter_json_array(
 ) -> Iterator[tuple[str, Any] | Quarantine]:
     """Stream the items under `prefix` of one JSON document (ijson); `("record N", item)` pairs.
 
-    A syntax error (truncated file, invalid UTF-8, bare NaN) ends the stream with one `Quarantine` that
-    names the record index reached: the records before it are kept.
+    A syntax error (truncated file, invalid UTF-8, bare NaN) or nesting over `MAX_DEPTH` ends the stream with
+    one `Quarantine` that names the record index reached: the records before it are kept.
     """
-    source = str(path)
+    source = shown(path)
     done = 0
-    with open(path, "rb") as f:
+    with open_document(path) as f:
         try:
             for obj in ijson.items(f, prefix, use_float=True):
                 location = f"{label} {done}"
                 done += 1
-                item = limit_record(obj, source=source, location=location)
+                item = limit_record(obj, source=source, location=location, marks=f)
                 yield item if isinstance(item, Quarantine) else (location, item)
-        except ijson.IncompleteJSONError as e:
-            msg = str(e).strip().splitlines()[0] if str(e).strip() else "unexpected end of file"
-            yield Quarantine(
-                source=source, location=f"{label} {done}",
-                message=f"JSON document broken or truncated: {msg}",
-            )
-        except (ijson.JSONError, UnicodeDecodeError, ValueError) as e:
-            text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            yield Quarantine(source=source, location=f"{label} {done}", message=f"invalid JSON: {text}")
+        except DOCUMENT_ERRORS as e:
+            yield Hinted(path)(document_error(e, source=source, location=f"{label} {done}"))

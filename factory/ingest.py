@@ -19,6 +19,7 @@ from pydantic import Field
 from agent_factory.adapters.base import Adapter, Quarantine, detect, get_adapter
 from agent_factory.adapters.jsonio import FieldCut, FieldLimits, reading
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
+from agent_factory.adapters.source import decoded, problem, shown
 from agent_factory.errors import SpecError
 from agent_factory.factory.ingest_lines import line_reader, read_lines_in_processes
 from agent_factory.factory.pipeline.executors.process import default_workers
@@ -98,7 +99,8 @@ IGNORE_FILE = ".agent-factory-ignore"
 """In a directory given to ingest: glob patterns (one per line, `#` comments), relative to that directory, of
 files that are not traces (the simulator lists its ground truth and settings there)."""
 
-TRACE_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson"})
+TRACE_SUFFIXES = frozenset({".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", ".ndjson.gz"})
+"""What a directory's trace files end with (a gzip file is decompressed as it is read: `adapters.source`)."""
 
 
 def _ignored(directory: Path) -> Callable[[Path], bool]:
@@ -126,8 +128,8 @@ def _ignored(directory: Path) -> Callable[[Path], bool]:
 
 
 def expand_paths(paths: Iterable[Path]) -> list[Path]:
-    """Files as given, directories expanded to their trace files (`.json`, `.jsonl`, `.ndjson`; sorted; hidden
-    files and those an `IGNORE_FILE` lists skipped)."""
+    """Files as given, directories expanded to their trace files (`TRACE_SUFFIXES`: `.json`, `.jsonl`, `.ndjson`,
+    gzipped or not; sorted; hidden files and those an `IGNORE_FILE` lists skipped)."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -135,7 +137,7 @@ def expand_paths(paths: Iterable[Path]) -> list[Path]:
             out.extend(
                 f for f in sorted(p.rglob("*"))
                 if f.is_file() and not any(part.startswith(".") for part in f.relative_to(p).parts)
-                and f.suffix in TRACE_SUFFIXES and not ignored(f)
+                and (f.suffix in TRACE_SUFFIXES or "".join(f.suffixes[-2:]) in TRACE_SUFFIXES) and not ignored(f)
             )
         elif p.exists():
             out.append(p)
@@ -192,12 +194,8 @@ def ingest_file(
                 on_record(read)
             reported = read
 
-        per_line = line_reader(adapter, path, workers=workers)
-        if per_line is not None:
-            read_lines_in_processes(path, per_line, workers=workers, source_id=source_id, take=take, cuts=cuts)
-        else:
-            for item in _items(adapter, path):
-                take(item)
+        with decoded(path) as text:  # decompressed, UTF-8 without a byte-order mark (`adapters.source`)
+            _read(adapter, text, workers=workers, source_id=source_id, take=take, cuts=cuts)
         w.assemble_staged()
         w.flush()
         if read == 0:
@@ -232,12 +230,26 @@ def _earlier_versions(store: Store, path: Path, *, source_id: str, replace: bool
     return set(), sorted({p for _, p in earlier})
 
 
+def _read(adapter: Adapter, text: Path, *, workers: int, source_id: str, take: Callable[[object], None],
+          cuts: list[FieldCut]) -> None:
+    """Read a file (decoded: `text`) into `take`: its lines by worker processes when that pays (`ingest_lines`),
+    else with the adapter's `read`; a decoded copy cut short (`adapters.source.problem`) adds one quarantine."""
+    per_line = line_reader(adapter, text, workers=workers)
+    if per_line is not None:
+        read_lines_in_processes(text, per_line, workers=workers, source_id=source_id, take=take, cuts=cuts)
+    else:
+        for item in _items(adapter, text):
+            take(item)
+    if (cut_short := problem(text)) is not None:
+        take(Quarantine(source=shown(text), location="file", message=cut_short))
+
+
 def _items(adapter: Adapter, path: Path) -> Iterator[object]:
     try:
         yield from adapter.read(path)
     except (OSError, UnicodeDecodeError) as e:
         # An adapter must turn bad data into Quarantine items; this is the backstop for I/O failures.
-        yield Quarantine(source=str(path), location="file", message=f"could not read file: {e}")
+        yield Quarantine(source=shown(path), location="file", message=f"could not read file: {e}")
 
 
 def ingest_paths(

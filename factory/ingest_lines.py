@@ -18,8 +18,9 @@ from typing import Any
 import pyarrow as pa
 
 from agent_factory.adapters.base import Adapter, AdapterItem, LineAdapter, LineItems, Quarantine
-from agent_factory.adapters.jsonio import FieldCut, current_limits, json_line, reading
+from agent_factory.adapters.jsonio import FieldCut, Hinted, current_limits, iter_lines, json_line, reading
 from agent_factory.adapters.model import Span
+from agent_factory.adapters.source import shown
 from agent_factory.factory.pipeline.executors.process import ProcessExecutor, can_fork
 from agent_factory.factory.store import span_row
 from agent_factory.factory.store.rows import arrow_rows
@@ -56,9 +57,10 @@ def read_lines_in_processes(path: Path, per_line: LineItems, *, workers: int, so
     """Read `path` with `per_line` in `workers` processes; `take` gets each item but spans in file order, and each
     chunk's spans as a table of their `staged_spans` rows (made by the worker) after its other items; `cuts` the
     fields cut. A file that cannot be read to its end ends with one `Quarantine`, as `read`."""
-    source = str(path)
+    source = shown(path)
     limits = current_limits()
     failed: list[OSError] = []
+    hinted = Hinted(path)
 
     def work(lines: _Lines) -> _Read:
         out: list[AdapterItem] = []
@@ -69,7 +71,7 @@ def read_lines_in_processes(path: Path, per_line: LineItems, *, workers: int, so
                 if parsed is None:
                     continue
                 if isinstance(parsed, Quarantine):
-                    out.append(parsed)
+                    out.append(hinted(parsed))
                     continue
                 for item in per_line(*parsed):
                     if isinstance(item, Span):
@@ -93,12 +95,13 @@ def read_lines_in_processes(path: Path, per_line: LineItems, *, workers: int, so
 
 
 def _chunks(path: Path, failed: list[OSError]) -> Iterator[tuple[_Lines, int]]:
-    """Whole lines with their numbers, about `CHUNK_BYTES` at a time; an I/O error ends them (kept in `failed`)."""
+    """Whole lines with their numbers (as `iter_lines` ends and numbers them), about `CHUNK_BYTES` at a time; an
+    I/O error ends them (kept in `failed`)."""
     chunk: _Lines = []
     size = 0
     try:
         with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, start=1):
+            for lineno, raw in iter_lines(f):
                 chunk.append((lineno, raw))
                 size += len(raw)
                 if size >= CHUNK_BYTES:

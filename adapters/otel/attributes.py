@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent_factory.adapters.jsontext import loads_embedded
 from agent_factory.adapters.model import SpanKind, TokenUsage
 from agent_factory.adapters.otel.messages import (
     message_pairs,
@@ -196,7 +197,7 @@ def _json_strings(value: Any) -> str | None:
     for item in items:
         if isinstance(item, str):
             try:
-                decoded = json.loads(item)
+                decoded = loads_embedded(item)
                 item = decoded if isinstance(decoded, str) else item
             except ValueError:
                 pass

@@ -12,6 +12,7 @@ from agent_factory.adapters.otel.nested import flatten_tree
 from agent_factory.adapters.otel.records import record_parts
 from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
 from agent_factory.adapters.otel.stream import head_keys
+from agent_factory.adapters.source import shown
 
 SPAN_ID_KEYS = frozenset({"spanId", "span_id", "spanContext"})
 """Keys whose presence in a record's top level marks it as a span."""
@@ -47,7 +48,7 @@ class FlatSpanLinesAdapter:
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
         """Spans of the file, one per JSON line or array item; bad records as quarantines."""
-        source = str(path)
+        source = shown(path)
         items = iter_json_array(path, "item") if is_array_file(read_head(path, 4096)) else iter_json_lines(path)
         for item in items:
             if isinstance(item, Quarantine):
@@ -59,7 +60,7 @@ class FlatSpanLinesAdapter:
         """Each line's span (or subtree), for JSON lines (not one JSON array)."""
         if is_array_file(read_head(path, 4096)):
             return None
-        source = str(path)
+        source = shown(path)
         return lambda location, rec: _record_items(location, rec, source=source)
 
 

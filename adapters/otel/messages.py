@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from agent_factory.adapters.jsontext import loads_embedded
+
 _INDEXED = re.compile(r"^(\d+)\.(.+)$")
 _RESULT_TYPES = ("tool_call_response", "tool_result", "function_call_output", "tool-result")
 
@@ -30,7 +32,7 @@ def maybe_json(value: Any) -> Any:
         text = value.strip()
         if text[:1] in ("[", "{"):
             try:
-                return json.loads(text)
+                return loads_embedded(text)
             except ValueError:
                 return value
     return value

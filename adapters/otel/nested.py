@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.base import AdapterItem, Quarantine
-from agent_factory.adapters.jsonio import limit_record
+from agent_factory.adapters.jsonguard import LONE_MARK, BoundedJson, lone_surrogate_message
+from agent_factory.adapters.jsonio import limit_record, open_document
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.records import record_parts
 from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
+from agent_factory.adapters.source import shown
 
 _CHILDREN = frozenset({"child_spans"})
 
@@ -25,15 +27,18 @@ DANGLING_PARENT_KEY = "otel.parent_span_id"
 
 
 def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None,
-                 top_is_root: bool = True) -> Iterator[Span | Quarantine]:
+                 top_is_root: bool = True, marks: BoundedJson | None = None) -> Iterator[Span | Quarantine]:
     """The spans of one root tree, depth-first (parents first); a child without `parent_span_id` gets its
     enclosing span as parent. With `top_is_root` the top span is a root: a parent it names is outside the
-    file (kept as `otel.parent_span_id`); without, its parent is kept as given."""
+    file (kept as `otel.parent_span_id`); without, its parent is kept as given. `marks`: the document reader
+    the tree came from (a span holding what it marked, a lone surrogate escape or a container too deep, is
+    quarantined; its children are read)."""
     stack: list[tuple[Any, str, str | None, bool]] = [(root, location, None, top_is_root)]
     while stack:
         node, where, enclosing, top = stack.pop()
         own_id = node.get("span_id") if isinstance(node, dict) else None
-        item = _node_span(node, source=source, location=where, trace_id=trace_id, enclosing=enclosing, top=top)
+        item = _node_span(node, source=source, location=where, trace_id=trace_id, enclosing=enclosing, top=top,
+                          marks=marks)
         yield item
         if not isinstance(node, dict) or node.get("child_spans") is None:
             continue
@@ -49,12 +54,12 @@ def flatten_tree(root: Any, *, source: str, location: str, trace_id: str | None,
 
 
 def _node_span(node: Any, *, source: str, location: str, trace_id: str | None, enclosing: str | None,
-               top: bool) -> Span | Quarantine:
-    if isinstance(node, dict):
-        # The children are spans of their own, limited when their turn comes.
-        limited = limit_record(node, source=source, location=location, skip=_CHILDREN)
-        if isinstance(limited, Quarantine):
-            return limited
+               top: bool, marks: BoundedJson | None) -> Span | Quarantine:
+    # The children are spans of their own, limited when their turn comes (a child too deep to read is a mark).
+    limited = limit_record(node, source=source, location=location, skip=_CHILDREN if isinstance(node, dict) else
+                           frozenset(), marks=marks)
+    if isinstance(limited, Quarantine):
+        return limited
     try:
         parts = record_parts(node, trace_id_default=trace_id)
         if top and parts.parent_id is not None:
@@ -82,10 +87,10 @@ class NestedSpanTreeAdapter:
 
     def read(self, path: Path) -> Iterator[AdapterItem]:
         """Spans of the nested tree, flattened with their parent ids; bad records as quarantines."""
-        source = str(path)
+        source = shown(path)
         trace_id: str | None = None
         n = lists = 0
-        with open(path, "rb") as f:
+        with open_document(path) as f:
             try:
                 for what, prefix, value in walk(f, collect=("trace_id", "spans.item"), mark=("spans",)):
                     if prefix == "spans":
@@ -95,9 +100,13 @@ class NestedSpanTreeAdapter:
                         lists += what == "start"
                         continue
                     if prefix == "trace_id":
-                        trace_id = value if isinstance(value, str) and value else None
+                        trace_id = value if isinstance(value, str) and value and LONE_MARK not in value else None
+                        if isinstance(value, str) and LONE_MARK in value:
+                            yield Quarantine(source=source, location="file", field="trace_id",
+                                             message=lone_surrogate_message(f.take_escape()))
                         continue
-                    yield from flatten_tree(value, source=source, location=f"spans[{n}]", trace_id=trace_id)
+                    yield from flatten_tree(value, source=source, location=f"spans[{n}]", trace_id=trace_id,
+                                            marks=f)
                     n += 1
             except STREAM_ERRORS as e:
                 yield stream_error(e, source=source, location=f"spans[{n}]")

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from agent_factory.adapters.base import AdapterItem, LineItems, Quarantine, read_head
-from agent_factory.adapters.jsonio import iter_json_lines, limit_record
+from agent_factory.adapters.jsonguard import BoundedJson
+from agent_factory.adapters.jsonio import iter_json_lines, limit_record, marked, open_document
 from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.spanbuild import (
     BadField,
@@ -30,6 +31,7 @@ from agent_factory.adapters.otel.spanbuild import (
 )
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
 from agent_factory.adapters.otel.timeutil import from_unix_nanos
+from agent_factory.adapters.source import shown
 
 LOGS_REJECTED = (
     "OTLP logs (GenAI events) are not read: message content must be on the spans; export traces with content "
@@ -145,7 +147,7 @@ def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]
 
 def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
     """Stream one OTLP/JSON document (or several concatenated) span by span."""
-    source = str(path)
+    source = shown(path)
     ri = si = ki = -1
     resource: dict[str, Any] | None = None
     scopes: dict[int, _Scope] = {}
@@ -166,7 +168,7 @@ def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one bra
         pending = keep
 
     lists = 0
-    with open(path, "rb") as f:
+    with open_document(path) as f:
         try:
             for what, prefix, value in walk(f, collect=(f"{_RS}.resource", f"{_SS}.scope", _SPAN),
                                             mark=("resourceSpans", _RS, _SS), multiple_values=True):
@@ -186,19 +188,23 @@ def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one bra
                     yield from flush(True)
                     resource = None
                 elif prefix.endswith(".resource"):
+                    value, lone = _checked(value, f, "resource", source=source, location=f"resourceSpans[{ri}]")
                     resource, bad = resource_attributes(value, source=source, location=f"resourceSpans[{ri}]")
-                    if bad:
-                        yield bad
+                    for q in (lone, bad):
+                        if q:
+                            yield q
                     yield from flush(False)
                 elif prefix.endswith(".scope"):
-                    scopes[si], bad = scope_context(value, source=source,
-                                                    location=f"resourceSpans[{ri}].scopeSpans[{si}]")
-                    if bad:
-                        yield bad
+                    where = f"resourceSpans[{ri}].scopeSpans[{si}]"
+                    value, lone = _checked(value, f, "scope", source=source, location=where)
+                    scopes[si], bad = scope_context(value, source=source, location=where)
+                    for q in (lone, bad):
+                        if q:
+                            yield q
                     yield from flush(False)
                 else:
                     ki += 1
-                    value = limit_record(value, source=source, location=loc())  # lines: by iter_json_lines
+                    value = limit_record(value, source=source, location=loc(), marks=f)  # lines: by iter_json_lines
                     if isinstance(value, Quarantine):
                         yield value
                     elif resource is not None and si in scopes:
@@ -215,13 +221,21 @@ def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one bra
                          message="no resourceSpans found; not an OTLP/JSON trace export")
 
 
+def _checked(value: Any, f: BoundedJson, what: str, *, source: str, location: str) -> tuple[Any, Quarantine | None]:
+    """A resource or scope as read, or None (read as absent) with the quarantine naming what `f` marked in it (a
+    lone surrogate escape, a container too deep to read)."""
+    bad = marked({what: value}, source=source, location=location, reader=f) if f.pending else None
+    return (value, None) if bad is None else (None, bad)
+
+
 def looks_like_json_lines(head: bytes) -> bool:
-    """True if one of the first complete lines of `head` is a whole export request on its own."""
-    lines = head.split(b"\n")[:-1]  # the last piece may be cut off by the head limit
+    """True if one of the first complete lines of `head` is a whole export request on its own (a line ends at
+    LF, CRLF or a lone CR, as `jsonio.iter_lines` reads them)."""
+    lines = [ln for ln in head.splitlines(keepends=True) if ln.endswith((b"\n", b"\r"))]  # the last may be cut
     for raw in [ln for ln in lines if ln.strip()][:3]:
         try:
             obj = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(obj, dict) and "resourceSpans" in obj:
             return True
@@ -250,7 +264,7 @@ class OtlpJsonAdapter:
     def read(self, path: Path) -> Iterator[AdapterItem]:
         """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only file as one quarantine."""
         if _logs_only(read_head(path)):
-            yield Quarantine(source=str(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
+            yield Quarantine(source=shown(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
             return
         per_line = self.line_items(path)
         if per_line is None:
@@ -267,5 +281,5 @@ class OtlpJsonAdapter:
         head = read_head(path)
         if _logs_only(head) or not looks_like_json_lines(head):
             return None
-        source = str(path)
+        source = shown(path)
         return lambda where, obj: request_items(obj, source=source, where=where)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.model import Span, SpanStatus
 from agent_factory.adapters.otel.attributes import exception_message, map_attributes
-from agent_factory.adapters.otel.timeutil import millis_between
+from agent_factory.adapters.otel.timeutil import WrongUnit, millis_between
 from agent_factory.adapters.otel.values import AttributeValueError, attribute_dict, jsonable
 
 _HEX = re.compile(r"^[0-9a-fA-F]+$")
@@ -87,6 +87,8 @@ def read_time(value: Any, field: str, parse: Callable[[Any], datetime | None]) -
         return None
     try:
         return parse(value)
+    except WrongUnit as e:
+        raise BadField(field, str(e)) from None
     except ValueError as e:
         raise BadField(field, f"unparsable timestamp: {e}") from None
 

@@ -15,13 +15,15 @@ import ijson
 from ijson.common import ObjectBuilder
 
 from agent_factory.adapters.base import Quarantine
+from agent_factory.adapters.jsonguard import BoundedJson
+from agent_factory.adapters.jsonio import DOCUMENT_ERRORS, document_error
 
 Event = tuple[Literal["value", "start", "end"], str, Any]
 _OPEN = ("start_map", "start_array")
 _CLOSE = ("end_map", "end_array")
 
 
-def walk(f: BinaryIO, *, collect: Iterable[str], mark: Iterable[str] = (),
+def walk(f: BoundedJson | BinaryIO, *, collect: Iterable[str], mark: Iterable[str] = (),
          multiple_values: bool = False) -> Iterator[Event]:
     """Stream `("value", prefix, obj)` for each whole value at a prefix in `collect`, and `("start" | "end",
     prefix, event)` around containers at a prefix in `mark` (event: `start_map`, `end_array`, ...).
@@ -55,16 +57,13 @@ def walk(f: BinaryIO, *, collect: Iterable[str], mark: Iterable[str] = (),
 
 
 def stream_error(exc: Exception, *, source: str, location: str) -> Quarantine:
-    """The one `Quarantine` that ends a broken document, worded like `adapters.jsonio`."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, ijson.IncompleteJSONError):
-        return Quarantine(source=source, location=location,
-                          message=f"JSON document broken or truncated: {text or 'unexpected end of file'}")
-    return Quarantine(source=source, location=location, message=f"invalid JSON: {text or type(exc).__name__}")
+    """The one `Quarantine` that ends a document the stream could not read on (`adapters.jsonio.document_error`)."""
+    return document_error(exc, source=source, location=location)
 
 
-STREAM_ERRORS = (ijson.JSONError, UnicodeDecodeError, ValueError)
-"""What `walk` may raise on bad input (ijson.IncompleteJSONError is a JSONError)."""
+STREAM_ERRORS = DOCUMENT_ERRORS
+"""What `walk` may raise on bad input (ijson.IncompleteJSONError is a JSONError, `jsonguard.TooDeep` a
+ValueError)."""
 
 
 def head_keys(head: bytes, *, record: Literal["top", "first_item"], limit: int = 2000) -> tuple[str, set[str]]:

@@ -20,8 +20,15 @@ _DURATION = re.compile(
 _UNIT_MS = {"w": 604_800_000.0, "d": 86_400_000.0, "h": 3_600_000.0, "m": 60_000.0, "s": 1000.0}
 
 
+MIN_UNIX_NANOS = 10**17
+"""The smallest `*UnixNano` value read as nanoseconds: 1973-03-03. A smaller one is a time in 1970-73 (no trace's),
+or, by its magnitude, seconds, milliseconds or microseconds written in a nanosecond field: such a span is
+quarantined naming the unit, never read as 1970 with no duration."""
+
+
 def from_unix_nanos(value: Any) -> datetime | None:
-    """A `*TimeUnixNano` value (int or decimal string); None for 0, the OTLP "not set"."""
+    """A `*TimeUnixNano` value (int or decimal string); None for 0, the OTLP "not set". A value under
+    `MIN_UNIX_NANOS` raises `WrongUnit` (a `ValueError`) naming the unit its magnitude suggests."""
     if isinstance(value, bool):
         raise ValueError(f"expected nanoseconds since the epoch, got {value!r}")
     if isinstance(value, str):
@@ -39,7 +46,24 @@ def from_unix_nanos(value: Any) -> datetime | None:
         raise ValueError(f"negative timestamp {value!r}")
     if nanos == 0:
         return None
+    if nanos < MIN_UNIX_NANOS:
+        raise WrongUnit(_unit_message(nanos))
     return _from_micros(nanos // 1000, value)
+
+
+class WrongUnit(ValueError):
+    """A time whose magnitude says it is in another unit than its field's: the message names both readings."""
+
+
+def _unit_message(nanos: int) -> str:
+    unit = "seconds" if nanos < 10**11 else "milliseconds" if nanos < 10**14 else "microseconds"
+    as_nanos = _from_micros(nanos // 1000, nanos).isoformat().replace("+00:00", "Z")
+    try:
+        as_unit = f"; as {unit} it is {from_epoch_number(nanos).isoformat().replace('+00:00', 'Z')}"
+    except ValueError:
+        as_unit = ""
+    return (f"{nanos} is too small for nanoseconds since the epoch (it would be {as_nanos}): its magnitude says "
+            f"{unit}{as_unit}; write nanoseconds since the epoch")
 
 
 def from_hrtime(value: Any) -> datetime:

@@ -128,7 +128,9 @@ def test_a_record_nested_too_deeply_to_walk_is_quarantined_and_reading_goes_on(t
     path.write_text('[{"a": 1}, ' + "[" * 5000 + "]" * 5000 + ', {"b": 2}]')
     got = list(iter_json_array(path))
     assert [g[0] if isinstance(g, tuple) else g.message for g in got] == [
-        "record 0", "JSON nested too deeply", "record 2"]
+        "record 0", "JSON nested more than 128 levels deep at byte 138 of the document: no trace record is",
+        "record 2"]
+    assert [(g.location, (g.field or "")[:6]) for g in got if isinstance(g, Quarantine)] == [("record 1", "[0][0]")]
 
 
 @pytest.mark.parametrize("text", [

@@ -59,3 +59,30 @@ def test_epoch_number_by_magnitude():
     assert from_epoch_number(1_700_000_000_000_000_000) == want
     assert parse_instant("") is None
     assert parse_instant([1_700_000_000, 0]) == want
+
+
+@pytest.mark.parametrize(("value", "unit"), [
+    (1_700_000_000, "seconds"), ("1700000000", "seconds"), (1_700_000_000_000, "milliseconds"),
+    ("1700000000000", "milliseconds"), (1_700_000_000_000_000, "microseconds"), (5, "seconds"),
+])
+def test_unix_nanos_of_another_unit_are_refused_naming_the_unit(value: object, unit: str) -> None:
+    with pytest.raises(ValueError, match=unit):
+        from_unix_nanos(value)
+
+
+def test_a_span_with_seconds_in_a_unix_nano_field_is_quarantined(tmp_path) -> None:
+    import json
+
+    from agent_factory.adapters.base import Quarantine
+    from agent_factory.adapters.otel import FlatSpanLinesAdapter, OtlpJsonAdapter
+
+    span = {"traceId": "a" * 32, "spanId": "b" * 16, "name": "s", "startTimeUnixNano": 1700000000,
+            "endTimeUnixNano": 1700000001}
+    doc = tmp_path / "o.json"
+    doc.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}))
+    lines = tmp_path / "f.jsonl"
+    lines.write_text(json.dumps({**span, "startTimeUnixNano": "1700000000000"}) + "\n")
+    for adapter, path, unit in ((OtlpJsonAdapter(), doc, "seconds"), (FlatSpanLinesAdapter(), lines, "milliseconds")):
+        (q,) = list(adapter.read(path))
+        assert isinstance(q, Quarantine) and q.field == "startTimeUnixNano" and unit in q.message
+        assert "unparsable" not in q.message and "2023-11-14" in q.message
