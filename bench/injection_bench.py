@@ -5,12 +5,13 @@ Usage:  .venv/bin/python bench/injection_bench.py [--corpus PATH ...] [--traffic
 
 - Corpora: the project's (tests/evaluators/data/injection_corpus.yaml) and any `--corpus` YAML of the same form
   (held-out sets kept outside the repository): recall on `attacks`, false-alarm rate on `benign`, per language
-  and role, and every miss and false alarm.
+  and role and per family (with what the rules left to a model), and every miss and false alarm.
 - Traffic: each `--traffic` file or directory (e.g. ../shared/data/tau-bench-airline-gpt4o, ../shared/data/trail/
   traces), and `--simulate N` users of simulated business-analysis traffic, is ingested into a scratch store in a
-  fresh child process; the child reports the ingest time, then scans every turn again (`scan_turn`) and
-  reports the scan time, the texts and characters scanned, and the flagged turns (with what flagged them:
-  on real traffic these are false alarms, unless the source holds attacks).
+  fresh child process; the child reports the ingest time, then scans every turn again (`scan_turn`, then
+  `scan_turn_suspects`) and reports the scan time (cold: the scan's per-text memo emptied first), the texts and
+  characters scanned, the flagged turns (with what flagged them: on real traffic these are false alarms, unless
+  the source holds attacks) and the turns the rules would leave to a model.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from common import child_json  # noqa: E402
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from agent_factory.evaluators.provenance import scan_turn
+from agent_factory.evaluators.provenance import scan_turn, scan_turn_suspects
 from agent_factory.factory.ingest import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.factory.units import iter_user_units
@@ -42,12 +43,18 @@ with Store(store) as st:
     for u in iter_user_units(st, window_days=pack.thresholds.window_days, horizon=st.horizon()):
         turns += list(u.excluded) + [t for c in (u.view.conversations if u.view else ()) for t in c.turns]
 texts = [x for t in turns for x in (t.request, t.answer, *(y for s in t.spans for y in (s.input, s.output))) if x]
+from agent_factory.evaluators.provenance import attacks, normalize
+attacks._SCANS.clear()  # cold: ingest scanned these texts already, and its memo would answer
+normalize.normalize.cache_clear()
 t1 = time.perf_counter()
 flagged = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns if (fl := scan_turn(t, pack))]
 scan = time.perf_counter() - t1
+suspects = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns
+            if (fl := scan_turn_suspects(t, pack))]
 print(json.dumps({"records": rep.read, "turns": len(turns), "texts": len(texts), "chars": sum(map(len, texts)),
                   "ingest_seconds": round(ingest, 3), "scan_seconds": round(scan, 3),
-                  "flagged_turns": len(flagged), "flags": flagged[:20]}))
+                  "flagged_turns": len(flagged), "flags": flagged[:20], "suspect_turns": len(suspects),
+                  "suspects": suspects[:20]}))
 """
 
 
@@ -58,8 +65,9 @@ def corpus_report(path: Path, pack_name: str) -> None:
 
     s = score(load(path), load_pack(pack_name))
     print(s.summary(str(path)))
-    for e in s.missed:
-        print("  missed:", describe(e))
+    print(s.table())
+    for e, suspects in s.missed:
+        print("  missed:", describe(e), "(left to a model)" if suspects else "")
     for e, flags in s.false_alarms:
         print("  false alarm:", describe(e, flags))
 
@@ -71,9 +79,11 @@ def traffic_report(src: Path, workdir: Path, pack_name: str) -> None:
     r = child_json(CHILD, str(src), str(store), pack_name)
     store.unlink()
     print(f"{src}: {r['turns']} turns, {r['texts']} texts, {r['chars']:,} chars; ingest {r['ingest_seconds']} s, "
-          f"scan {r['scan_seconds']} s; flagged turns {r['flagged_turns']}")
+          f"scan {r['scan_seconds']} s; flagged turns {r['flagged_turns']}; left to a model {r['suspect_turns']}")
     for turn_id, flags in r["flags"]:
         print(f"  {turn_id}: {flags}")
+    for turn_id, flags in r["suspects"]:
+        print(f"  {turn_id} (suspect): {flags}")
 
 
 def main() -> None:

@@ -27,12 +27,13 @@ import numpy as np
 
 VERSION = "1"
 """Version of the normalization; results that match on normalized text include it in their own version."""
-DECODE_VERSION = "1"
-"""Version of the decoding that `normalize(..., decode=True)` adds; the injection scan records it."""
+DECODE_VERSION = "2"
+"""Version of the decoding that `normalize(..., decode=True)` adds; the injection scan records it. 2: numeric
+character references without their `;` (`&#73gnore`), and references encoded twice (`&amp;#73;`)."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Step:
+class Step:
     """One rewrite of a text: its output is a sequence of segments, each copied from or replacing an input range."""
 
     out: tuple[int, ...]
@@ -51,7 +52,7 @@ class _Step:
         return s, e
 
 
-def _rewrite(text: str, rx: re.Pattern[str], repl: Callable[[re.Match[str]], str]) -> tuple[str, _Step | None]:
+def _rewrite(text: str, rx: re.Pattern[str], repl: Callable[[re.Match[str]], str]) -> tuple[str, Step | None]:
     """Replace every match of `rx` by `repl(match)`, recording the segments; None when nothing changed."""
     out: list[str] = []
     starts: list[int] = []
@@ -80,7 +81,7 @@ def _rewrite(text: str, rx: re.Pattern[str], repl: Callable[[re.Match[str]], str
         out.append(text[pos:])
         starts.append(n)
         src.append((pos, len(text), True))
-    return "".join(out), _Step(tuple(starts), tuple(src))
+    return "".join(out), Step(tuple(starts), tuple(src))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class Normalized:
 
     text: str
     """The normalized text."""
-    steps: tuple[_Step, ...] = ()
+    steps: tuple[Step, ...] = ()
     """The rewrites applied, in order; empty when the text is unchanged (identity map)."""
 
     def original_range(self, start: int, end: int) -> tuple[int, int]:
@@ -153,8 +154,8 @@ def _char(ch: str) -> str:
     return unicodedata.normalize("NFKC", ch)
 
 
-def _fold(text: str, char: Callable[[str], str], gap: re.Pattern[str]) -> tuple[str, list[_Step]]:
-    steps: list[_Step] = []
+def _fold(text: str, char: Callable[[str], str], gap: re.Pattern[str]) -> tuple[str, list[Step]]:
+    steps: list[Step] = []
     if not text.isascii():
         text, step = _rewrite(text, _SPECIAL, lambda m: char(m.group()))
         if step is not None:
@@ -169,7 +170,7 @@ def _fold(text: str, char: Callable[[str], str], gap: re.Pattern[str]) -> tuple[
 
 _JSON_ESCAPE = re.compile(r'\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|["\\/bfnrt])')
 _SIMPLE = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
-_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};)")
 _MARKUP = re.compile(r"[*`]+")
 _MAX_DECODE_PASSES = 3  # JSON inside a JSON string inside a JSON string is decoded; deeper is not
 
@@ -202,8 +203,8 @@ def _scan_char(ch: str) -> str:
     return look if look is not None else _char(ch)
 
 
-def _decode(text: str) -> tuple[str, list[_Step]]:
-    steps: list[_Step] = []
+def _decode(text: str) -> tuple[str, list[Step]]:
+    steps: list[Step] = []
     for _ in range(_MAX_DECODE_PASSES):
         if "\\" not in text:
             break
@@ -211,10 +212,13 @@ def _decode(text: str) -> tuple[str, list[_Step]]:
         if step is None:
             break
         steps.append(step)
-    if "&" in text:
+    for _ in range(2):  # `&amp;#73;` is `&#73;` once decoded: a reference encoded twice is decoded twice
+        if "&" not in text:
+            break
         text, step = _rewrite(text, _ENTITY, lambda m: html.unescape(m.group()))
-        if step is not None:
-            steps.append(step)
+        if step is None:
+            break
+        steps.append(step)
     if "*" in text or "`" in text:
         text, step = _rewrite(text, _MARKUP, lambda m: "")
         if step is not None:
@@ -225,11 +229,20 @@ def _decode(text: str) -> tuple[str, list[_Step]]:
 @lru_cache(maxsize=512)
 def normalize(text: str, *, decode: bool = False) -> Normalized:
     """Normalize `text` for matching (see the module docstring); text needing no change comes back as is."""
-    steps: list[_Step] = []
+    steps: list[Step] = []
     if decode:
         text, steps = _decode(text)
     text, more = _fold(text, _scan_char, _SAME_LINE_GAP) if decode else _fold(text, _char, _GAP)
     return Normalized(text, tuple(steps + more))
+
+
+def lower(text: str) -> str:
+    """`text` lower-cased, character for character: indices stay those of `text` ('İ'.lower() is two characters;
+    such a character is kept as it is)."""
+    low = text.lower()
+    if len(low) == len(text):
+        return low
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
 @lru_cache(maxsize=512)

@@ -137,7 +137,7 @@ _Trie = dict[str, "_Trie"]
 """A character trie: each character maps to the trie of what may follow it; `""` marks a word's end."""
 
 
-def _trie_regex(words: set[str]) -> str:
+def trie_regex(words: set[str]) -> str:
     """A regex matching any of `words`, longest first, branching one character at a time (fast in `re`)."""
     root: _Trie = {}
     for w in words:
@@ -186,7 +186,7 @@ class Prefilter:
             marked.setdefault(raw(lit), []).append(lit)
         # the ASCII anchors, found from every position of the lower-cased text; each hit stands for the anchors
         # (with their boundary marks) its raw form starts with
-        self.finder = re.compile(_trie_regex(set(marked))) if marked else None
+        self.finder = re.compile(trie_regex(set(marked))) if marked else None
         self.prefixes = {r: tuple(m for k in range(2, len(r) + 1) for m in marked.get(r[:k], ())) for r in marked}
         # the other anchors, by their first two characters ("" for those not starting with two non-ASCII ones)
         self.by_pair: dict[str, list[tuple[str, str]]] = {}

@@ -17,7 +17,7 @@ from agent_factory.digest import stable_id
 
 # Names imported from the modules, not the modules themselves: the package binds `coverage` to the function.
 from agent_factory.evaluators.provenance.attacks import VERSION as ATTACKS_VERSION
-from agent_factory.evaluators.provenance.attacks import InjectionFlag, scan_turn
+from agent_factory.evaluators.provenance.attacks import InjectionFlag, scan_turn, scan_turn_suspects
 from agent_factory.evaluators.provenance.coverage import VERSION as COVERAGE_VERSION
 from agent_factory.evaluators.provenance.coverage import Coverage, coverage
 from agent_factory.evaluators.provenance.endings import VERSION as ENDINGS_VERSION
@@ -26,7 +26,7 @@ from agent_factory.evaluators.provenance.segments import SegmentResult, segment_
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = (f"1;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
+VERSION = (f"2;segments={SEGMENTS_VERSION};coverage={COVERAGE_VERSION};attacks={ATTACKS_VERSION};"
            f"endings={ENDINGS_VERSION}")
 """Version of the provenance component's logic (without the pack, whose digest is recorded separately)."""
 
@@ -52,6 +52,9 @@ class ProvenanceRecord(Frozen):
     """Evidence coverage per text field."""
     injections: tuple[InjectionFlag, ...] = ()
     """Text addressed to an evaluator, found anywhere in the turn."""
+    suspects: tuple[InjectionFlag, ...] = ()
+    """Text the scan found suspicious but could not decide (only when nothing is flagged): the injection datum
+    abstains on such a turn, so a configured model decides; without one it is uncollected, never a pass."""
     attacked: bool
     """True when there is at least one injection flag: the turn is isolated from evaluation."""
     usable: bool
@@ -68,6 +71,7 @@ def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
     """Segment, coverage and injection scan of `turn` under `pack`, bundled with their versions."""
     seg = segment_turn(turn, pack)
     flags = tuple(scan_turn(turn, pack))
+    suspects = () if flags else tuple(scan_turn_suspects(turn, pack))
     return ProvenanceRecord(
         turn_id=turn.id,
         pack=pack.name,
@@ -77,6 +81,7 @@ def provenance_record(turn: Turn, pack: KnowledgePack) -> ProvenanceRecord:
         segment=seg,
         coverage=coverage(turn, pack),
         injections=flags,
+        suspects=suspects,
         attacked=bool(flags),
         usable=not seg.excluded and not flags,
     )

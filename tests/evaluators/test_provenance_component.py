@@ -177,6 +177,16 @@ def test_excluded_share_segments_coverage_and_clean_set() -> None:
     assert m["uncollected"].value == 7.0  # x1: segment, evidence_complete, four fields, injection flag
 
 
+def test_a_turn_the_rules_left_undecided_is_not_clean() -> None:
+    # A real turn whose injection datum is uncollected (the rules abstained and no model was configured) is left out
+    # of the injection rate and is not counted clean: uncollected is never a pass.
+    rows = [row("a1", "ua", "real", conversation="ca"), row("a2", "ua", "real", flagged="uncollected", conversation="ca")]
+    m = metrics(provenance_analysis(Observations(rows={"trace": rows}), PACK))
+    assert m["injection_flagged"].n == 1 and m["injection_flagged"].value == 0.0
+    assert m["clean.turns"].value == 1.0
+    assert "provenance.injection_flagged 1" in m["uncollected"].note
+
+
 def test_empty_observations_give_undefined_rates() -> None:
     m = metrics(provenance_analysis(Observations(rows={}), PACK))
     assert m["excluded_share"].value is None and m["excluded_share"].n == 0

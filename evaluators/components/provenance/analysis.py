@@ -8,7 +8,9 @@ Reads the trace rows of *all* segments (the runner must feed Provenance every tu
   with that field complete, over all turns (stratum `all`) and over real turns (`segment=real`);
 - `incomplete_evidence` and `injection_flagged`: rates over all turns, and one per-unit result per turn
   (value `incomplete` / `flagged`, note: the incomplete field labels / the pattern ids);
-- `clean.turns`, `clean.sessions`, `clean.users`: the set analyses may use (real traffic, no injection flag).
+- `clean.turns`, `clean.sessions`, `clean.users`: the set analyses may use (real traffic, checked for injections
+  and not flagged: a turn whose injection datum is uncollected - the rules could not decide it and no model did - is
+  not counted clean).
 
 Uncollected values are left out of every rate and counted in `uncollected`. Pure and versioned.
 """
@@ -32,7 +34,7 @@ from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack
 
-VERSION = "1"
+VERSION = "2"
 NAME = "provenance.evidence"
 
 COVERAGE_ITEMS: dict[str, str] = {**FIELD_ITEMS, "evidence_complete": EVIDENCE_COMPLETE}
@@ -107,7 +109,7 @@ def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
             bad_units[EVIDENCE_COMPLETE].append((r.unit_id, r.facts.get(EVIDENCE_COMPLETE)))
         if got.get(INJECTION_FLAGGED) == "yes":
             bad_units[INJECTION_FLAGGED].append((r.unit_id, r.facts.get(INJECTION_FLAGGED)))
-        elif segment == REAL_SEGMENT:
+        elif segment == REAL_SEGMENT and got.get(INJECTION_FLAGGED) == "no":
             clean_turns += 1
             if r.conversation_id:
                 sessions.add(r.conversation_id)
@@ -141,7 +143,7 @@ def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
             note = str(fact) if fact else f"see atomic datum {item}"
             out.append(_result(metric, label, n=1, note=note, unit_id=unit_id))
 
-    note = "real segment, no injection flag"
+    note = "real segment, checked for injections and not flagged"
     out.append(_result("clean.turns", float(clean_turns), n=len(rows), note=note))
     out.append(_result("clean.sessions", float(len(sessions)), n=clean_turns, note=note))
     out.append(_result("clean.users", float(len(users)), n=clean_turns, note=note))

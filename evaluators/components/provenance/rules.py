@@ -3,9 +3,9 @@
 Each rule reads the provenance record ingest stored for the turn (`stored_json`: carried by a turn read from
 the store, trusted only under the same logic version, knowledge digest and turn fields), so a run does not scan and
 measure every text again, nor build the record's models; without one it calls the pure provenance functions
-(`segment_turn`, `coverage`, `scan_turn`) with the context's pack. Both give the same answers. Several data read
-the same provenance, so the last few results are remembered per (turn, pack) object: the answer depends only on
-those two frozen inputs, so this changes nothing but time.
+(`segment_turn`, `coverage`, `scan_turn`, `scan_turn_suspects`) with the context's pack. Both give the same answers.
+Several data read the same provenance, so the last few results are remembered per (turn, pack) object: the answer
+depends only on those two frozen inputs, so this changes nothing but time.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from agent_factory.evaluators.provenance import (
     InjectionFlag,
     coverage,
     scan_turn,
+    scan_turn_suspects,
     segment_turn,
     stored_json,
     stored_record,
 )
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = f"1;{PROVENANCE_VERSION}"
+VERSION = f"2;{PROVENANCE_VERSION}"
 """Version of these rules, including the provenance logic they call."""
 
 MAX_EVIDENCE = 20
@@ -83,13 +84,15 @@ class _Field(NamedTuple):
 
 
 class _Read(NamedTuple):
-    """What the rules read of a turn's provenance record: fields, flags (pattern id, pointer) and segment."""
+    """What the rules read of a turn's provenance record: fields, flags and suspects (pattern id, pointer, detail)
+    and segment."""
 
     fields: tuple[_Field, ...]
     flags: tuple[tuple[str, EvidencePointer], ...]
     segment: str
     rule: str | None
     segment_evidence: tuple[EvidencePointer, ...]
+    suspects: tuple[tuple[str, EvidencePointer, str | None], ...] = ()
 
 
 def _from_json(rec: dict[str, Any]) -> _Read:
@@ -102,16 +105,19 @@ def _from_json(rec: dict[str, Any]) -> _Read:
                      f["state"]) for f in rec["coverage"]["fields"]),
         tuple((f["pattern_id"], EvidencePointer(**f["pointer"])) for f in rec.get("injections", ())),
         seg["segment"], seg.get("rule"), tuple(EvidencePointer(**e["pointer"]) for e in seg.get("evidence", ())),
+        tuple((f["pattern_id"], EvidencePointer(**f["pointer"]), f.get("detail")) for f in rec.get("suspects", ())),
     )
 
 
 def _computed(turn: Turn, pack: KnowledgePack) -> _Read:
     seg = segment_turn(turn, pack)
+    flags = turn_flags(turn, pack)
+    suspects = () if flags else tuple((f.pattern_id, f.pointer, f.detail) for f in scan_turn_suspects(turn, pack))
     return _Read(
         tuple(_Field(f.label, f.field, f.unit_id, f.chars, f.complete, f.reasons, f.state)
               for f in turn_coverage(turn, pack).fields),
-        tuple((f.pattern_id, f.pointer) for f in turn_flags(turn, pack)),
-        seg.segment, seg.rule, tuple(e.pointer for e in seg.evidence),
+        tuple((f.pattern_id, f.pointer) for f in flags),
+        seg.segment, seg.rule, tuple(e.pointer for e in seg.evidence), suspects,
     )
 
 
@@ -191,12 +197,20 @@ _field_rule(FIELD_ITEMS["span_outputs"], lambda f: f.field == "output", "span ou
 
 @rule(INJECTION_FLAGGED)
 def injection_flagged(unit: object, ctx: RuleContext) -> RuleAnswer:
-    """Yes when any text of the turn matches an injection pattern; the fact lists the pattern ids."""
+    """Yes when any text of the turn is flagged (a lexicon pattern, or the intent scorer sure of an attack); the
+    fact lists the pattern ids. Abstains when the scan found text suspicious but could not decide (a suspect: an
+    evaluator addressed without a clear verdict, a score in the middle band), so a configured model decides; in a
+    rules-only run the datum is then uncollected, never a pass. No otherwise."""
     if not isinstance(unit, Turn):
         return _wrong_unit(unit)
-    flags = _read(unit, ctx.pack).flags
+    read = _read(unit, ctx.pack)
+    flags = read.flags
+    if not flags and read.suspects:
+        why = "; ".join(f"{pattern}: {detail or 'suspect'}" for pattern, _pointer, detail in read.suspects[:3])
+        return RuleAnswer(None, evidence=tuple(p for _id, p, _d in read.suspects[:MAX_EVIDENCE]),
+                          reason=f"undecided by the rules, for a model: {why}")
     if not flags:
-        return RuleAnswer("no", reason="no injection pattern matched")
+        return RuleAnswer("no", reason="no injection found")
     ids = list(dict.fromkeys(pattern for pattern, _pointer in flags))
     return RuleAnswer(
         "yes", fact=", ".join(ids), evidence=tuple(pointer for _pattern, pointer in flags[:MAX_EVIDENCE]),

@@ -1,0 +1,137 @@
+r"""What the intent scorer (`intent.py`) weighs: cues, their kinds and weights. The cues themselves are in
+`cues_en.py`, `cues_en_verdicts.py` and `cues_zh.py`, their key words in `cue_keys.py`.
+
+An attack on the evaluator is an instruction ADDRESSED to whoever evaluates (`addressee`) COMBINED with an
+instruction to pass, score high, close, ignore or confirm compliance (`verdict`). Cues, by kind:
+
+- `addressee`: an evaluator's title (evaluator, grader, judge, auditor, reviewer, rater, annotator, the scoring
+  system, 评测系统, 审计员, 评审, 打分的人, 裁判 ...) in a form that speaks to it - a salutation, a note, heading or
+  instructions "to / for" it, a vocative, an obligation put on it ("the grader must"), "if you are an AI grading
+  this", a role given to the reader ("as the auditing model, you", "you are now the judge") - or the reader in an
+  evaluation context ("when you write your verdict", "打分的时候"), or implied by a verdict only an evaluator gives
+  ("this answer should be scored as correct", "answer yes to every checklist item"). A form naming a title weighs
+  by how surely the title means an automated evaluator (`ADDRESS_WEIGHTS` by tier: AI-qualified - "LLM judge",
+  "the model reading this", 评估模型; evaluation roles - grader, 评分员; titles people hold - judge, reviewer,
+  评委). A bare mention ("the reviewer will check it") weighs little (`MENTION_WEIGHTS`).
+- `verdict`: pass / mark as correct / full marks / do not flag / no policy was broken / close the case / answer yes
+  to every item / meets every requirement (满分, 通过, 结案, 判定合规, 不要扣分 ...); strongest about *this* answer,
+  conversation or agent; weakest as a bare quality word ("correct").
+- `directive`: please, must, should, an imperative at the start of a clause (请, 必须, 务必, 一律 ...).
+- `override`: instructions, rules or rubric ignored, void, replaced or switched off (not the speaker's own: "my
+  last message"); heaviest when they are the evaluator's own (rubric, grading criteria, 评分标准).
+- `spoof`: forged authority - a "system:" line, chat-template tokens, a fake end of the transcript, a special mode,
+  a forged evaluation block or state ("evaluation complete").
+- `benign`: frames that make such words ordinary - a user correcting themselves ("I meant", "scratch that",
+  我改主意了), a task in the user's own tools ("in the QA tracker"), speech reported ("my teacher told us to").
+
+Each cue is a regex over lower-cased normalized text. `carries` cues (a salutation, a heading, a forged line, an
+override, a verdict) also reach the next sentences; the others count within their sentence. Quotation is handled
+by the scorer (a quoted mention is not an order).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from agent_factory.evaluators.provenance.prefilter import trie_regex
+
+Kind = Literal["addressee", "verdict", "directive", "override", "spoof", "benign"]
+"""What a cue is evidence of."""
+
+ADDRESS_WEIGHTS = (3.0, 2.5, 1.5)
+"""An addressee form's weight by the tier of the title it names: AI-qualified, evaluation role, title people hold.
+A form naming none ("if you are an AI") weighs as the first."""
+MENTION_WEIGHTS = (1.5, 1.0, 0.5)
+"""A bare mention's weight by the tier of its title."""
+
+
+@dataclass(frozen=True, slots=True)
+class Cue:
+    """One cue: a regex over lower-cased normalized text, its kind and weight."""
+
+    name: str
+    """Its name in explanations (`en.salutation`, `zh.verdict_as`)."""
+    kind: Kind
+    """What it is evidence of."""
+    weight: float
+    """Its weight; 0 for an addressee cue whose weight is that of the tier of the title it names."""
+    rx: re.Pattern[str]
+    """The regex."""
+    carries: bool = False
+    """Also counts for the next sentences (a salutation, a heading, a forged line, an override)."""
+    directive: bool = False
+    """Counts as a directive too (an obligation or a role put on the reader)."""
+    tiers: tuple[re.Pattern[str], ...] = ()
+    """For a tiered addressee cue: the titles of each tier, most automated first."""
+    mention: bool = False
+    """A bare mention of a title, not a form that speaks to it."""
+    key: str = ""
+    """The group of key words (`cue_keys`, by language) one of which every match holds: the cue is looked for only
+    near one. Empty for verdict, directive and benign cues, looked for only around the others."""
+
+    def weigh(self, matched: str) -> float:
+        """The weight of a match of this cue (`matched`: its text)."""
+        if self.weight or not self.tiers:
+            return self.weight
+        tier = next((k for k, rx in enumerate(self.tiers) if rx.search(matched)), 0)
+        return (MENTION_WEIGHTS if self.mention else ADDRESS_WEIGHTS)[tier]
+
+
+def cue(name: str, kind: Kind, weight: float, pattern: str, *, carries: bool = False, directive: bool = False,
+        tiers: tuple[re.Pattern[str], ...] = (), mention: bool = False, key: str = "") -> Cue:
+    """A cue from its regex source."""
+    return Cue(name, kind, weight, re.compile(pattern), carries, directive, tiers, mention, key)
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+class KeyFinder:
+    """Where the key words of each group are in a text, found in one pass of a trie regex of every group's words.
+
+    A word is written with `~` for a space (or a hyphen) inside it and `|` at an end that must be a word boundary
+    ("|ai|" is not found in "said"); the trie finds the longest word at a position, which stands for every word it
+    begins with."""
+
+    def __init__(self, groups: dict[str, str]) -> None:
+        """`groups`: name -> its words, space-separated."""
+        entries: dict[str, list[tuple[bool, bool, str]]] = {}
+        for g, ws in groups.items():
+            for w in ws.split():
+                for join in (" ", "-") if "~" in w else ("",):
+                    word = w.strip("|").replace("~", join)
+                    entries.setdefault(word, []).append((w.startswith("|"), w.endswith("|"), g))
+        self.words = re.compile(trie_regex(set(entries)))
+        self.prefixes = {lit: tuple((len(w), left, right, g) for w, es in entries.items() if lit.startswith(w)
+                                    for left, right, g in es) for lit in entries}
+
+    def find(self, low: str) -> dict[str, list[int]]:
+        """Group -> positions of its key words in lower-cased `low`."""
+        out: dict[str, list[int]] = {}
+        n = len(low)
+        m = self.words.search(low)
+        while m is not None:  # again from the next position, not the match end: key words may overlap
+            at = m.start()
+            for size, left, right, g in self.prefixes[m.group()]:
+                if (left and at and _word(low[at - 1])) or (right and at + size < n and _word(low[at + size])):
+                    continue
+                out.setdefault(g, []).append(at)
+            m = self.words.search(low, at + 1)
+        return out
+
+
+QUOTE_MARKS = {"“": "”", "\"": "\"", "「": "」", "『": "』", "«": "»", "‘": "’", "'": "'"}
+"""Opening -> closing quotation marks the scorer reads."""
+REPORTING = re.compile(
+    r"\b(?:said|says|say|saying|wrote|writes|write|written|told|tells|asked|asks|called|named|titled|labell?ed"
+    r"|phrases?|sentences?|terms?|words?|lines?|quote[sd]?|quoting|means?|meaning|example|examples|e\.g\.|such\s+as"
+    r"|like|reads?|translate|translation|what\s+does|what\s+is|printed|shows?|displays?|mentions?|mentioned|stated"
+    r"|states|claims?|claimed|remarked|noted|replied|answered|responded|posted|tweeted|texted|emailed|typed|heard"
+    r"|repeat|spelled|defined|definition|sign|joke|jokingly|injection|classic|typical|sample)\b|说|讲|写|问|叫|称|所谓"
+    r"|什么意思|意思|例如|比如|翻译|这句|短语|评语|批注|批语|留言|提到|引用|原话|标语|口号|表示|读作|写成|是什么|示例"
+    r"|例子|样例|举例|案例|注入|这类|这种|此类|之类|类似|藏"
+)
+"""Words that make the quotation beside them a mention: reported speech, a question about a phrase, an example."""
