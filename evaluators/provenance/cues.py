@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from agent_factory.evaluators.provenance.prefilter import trie_regex
@@ -97,16 +98,27 @@ class KeyFinder:
     begins with."""
 
     def __init__(self, groups: dict[str, str]) -> None:
-        """`groups`: name -> its words, space-separated."""
+        """`groups`: name -> its words, space-separated. The trie is built on the first `find`: every command
+        imports the scan, few of them scan."""
         entries: dict[str, list[tuple[bool, bool, str]]] = {}
         for g, ws in groups.items():
             for w in ws.split():
                 for join in (" ", "-") if "~" in w else ("",):
                     word = w.strip("|").replace("~", join)
                     entries.setdefault(word, []).append((w.startswith("|"), w.endswith("|"), g))
-        self.words = re.compile(trie_regex(set(entries)))
-        self.prefixes = {lit: tuple((len(w), left, right, g) for w, es in entries.items() if lit.startswith(w)
-                                    for left, right, g in es) for lit in entries}
+        self._entries = entries
+
+    @cached_property
+    def words(self) -> re.Pattern[str]:
+        """The trie regex of every key word."""
+        return re.compile(trie_regex(set(self._entries)))
+
+    @cached_property
+    def prefixes(self) -> dict[str, tuple[tuple[int, bool, bool, str], ...]]:
+        """Each key word -> (length, left boundary, right boundary, group) of every key word it begins with."""
+        entries = self._entries
+        return {lit: tuple((k, left, right, g) for k in range(1, len(lit) + 1) if lit[:k] in entries
+                           for left, right, g in entries[lit[:k]]) for lit in entries}
 
     def find(self, low: str) -> dict[str, list[int]]:
         """Group -> positions of its key words in lower-cased `low`."""
