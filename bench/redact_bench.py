@@ -5,11 +5,12 @@ Usage:  .venv/bin/python bench/redact_bench.py [--sizes 4000,40000,400000] [--re
 Each input is built to the size asked (in characters) from one repeated unit, the shapes that once made the
 redactor slow or that a pattern scans hardest: runs of single digits and of 4-digit groups, ISO dates (a tool
 output listing dates), long words (one 10,000-letter word, then more), long Chinese text, many emails, base64
-blobs, and a mixed tool output (JSON with dates, ids, prices, a phone, an email, a key). For each input and size
-it prints the best of `--repeat` cold runs of `redact_text` (the redactor's whole work: the matching view, every
-shape, cards, phones; the matcher's remembered answers dropped before each run), the throughput in UTF-8 bytes
-per second, the cost per byte, and what was found; then the worst cost per byte against the median of all (the
-redactor is linear when the cost per byte holds across sizes).
+blobs, a mixed tool output (JSON with dates, ids, prices, a phone, an email, a key), and a support chat (numbers
+after their labels, international numbers, passwords in prose, en and zh). For each input and size it prints
+the best of `--repeat` cold runs of `redact_text` (the redactor's whole work: the matching view, every shape,
+cards, phones; the remembered answers of the phone matcher and of the international check dropped before each
+run), the throughput in UTF-8 bytes per second, the cost per byte, and what was found; then the worst cost per
+byte against the median of all (the redactor is linear when the cost per byte holds across sizes).
 """
 
 from __future__ import annotations
@@ -73,6 +74,25 @@ def _mixed(rng: random.Random) -> str:
     return json.dumps(row, ensure_ascii=False) + "\n"
 
 
+def _support(rng: random.Random) -> str:
+    """A support chat: numbers after their labels, international numbers, passwords in prose, in en and zh."""
+    def d(n: int) -> str:
+        return "".join(rng.choice("0123456789") for _ in range(n))
+
+    return rng.choice([
+        f"Tel: 06 {d(2)} {d(2)} {d(2)} {d(2)}, ask for Marie. ",
+        f"call me on +33 6 {d(2)} {d(2)} {d(2)} {d(2)} tomorrow. ",
+        f"Berlin: +49 (0)30 {d(8)}; ",
+        f"联系电话：0{d(2)}-{d(4)}-{d(4)}，工作日。",
+        f"the temp password they emailed me was \"Xk#{d(4)}q\" but it expired. ",
+        f"my SSN is {d(3)} {d(2)} {d(4)} and passport no. X{d(8)}. ",
+        f"护照号码：E{d(8)}，有效期至20{d(2)}年。",
+        f"REDIS_URL=redis://:pw{d(6)}@cache.internal:6379/0 ",
+        "The password is incorrect; please reset it from the login page. ",
+        f"call us about tracking {d(12)} if the parcel is late. ",
+    ])
+
+
 INPUTS: dict[str, Callable[[int], str]] = {
     "single digits": _seeded(lambda rng: f"{rng.randint(0, 9)} "),
     "4-digit groups": _seeded(lambda rng: f"{rng.randint(1000, 9999)} "),
@@ -82,6 +102,7 @@ INPUTS: dict[str, Callable[[int], str]] = {
     "emails": _seeded(_email),
     "base64 blobs": _seeded(_blob),
     "mixed tool output": _seeded(_mixed),
+    "support chat": _seeded(_support),
 }
 
 
@@ -98,6 +119,7 @@ def measure(texts: dict[tuple[str, int], str], repeat: int) -> dict[tuple[str, i
     for _ in range(repeat):
         for key, text in texts.items():
             redact_phones._matched.cache_clear()
+            redact_phones._valid_international.cache_clear()
             t0 = time.perf_counter()
             redact_text(text, redactor)
             best[key] = min(best[key], time.perf_counter() - t0)

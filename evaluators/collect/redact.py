@@ -7,14 +7,19 @@ is rewritten from them (`redact_pieces`).
 
 `DefaultRedactor` replaces, with typed placeholders, what `redact_shapes` finds written as text (private key
 blocks, whole or cut -> `[PRIVATE_KEY]`; vendor key shapes, its own and detect-secrets' -> `[API_KEY]`; values of
-secret assignments (`AWS_SECRET_ACCESS_KEY=`, `"apiKey":`), passwords, one-time codes, bearer and URL
-credentials -> `[SECRET]`; emails, IBANs, Chinese resident ids, US social security numbers), Luhn-valid card
-numbers (`redact_numbers` -> `[CARD]`) and phone numbers (`redact_phones`: by shape, and by libphonenumber's
-matcher for the phone regions -> `[PHONE]`). Everything is matched on a view of the text (`redact_view`) where
-full-width and other compatibility forms of ASCII are ASCII and JSON escapes are blanked, one character for one
-(offsets are the original's), with ASCII boundaries, so what is written against Chinese text is found; text with
-`\uXXXX` escapes is also read decoded. The work is linear in the text's length (`bench/redact_bench.py`
-measures it). Where two findings overlap their union is hidden, named by the first finding's kind.
+secret assignments (`AWS_SECRET_ACCESS_KEY=`, `"apiKey":`), passwords (after `password:` / `is`, after a blank,
+or quoted or after `is` / `was` shortly after the keyword in prose), one-time codes, bearer credentials and the
+password of a URL of any scheme (an empty user too: `redis://:secret@host`) -> `[SECRET]`; emails, IBANs,
+Chinese resident ids, US social security numbers), what `redact_labels` finds right after a label naming it
+(phone numbers in any national format -> `[PHONE]`, SSNs written with any separator or none -> `[SSN]`, passport,
+driver's licence and national id numbers -> `[ID_NUMBER]`), Luhn-valid card numbers (`redact_numbers` ->
+`[CARD]`) and phone numbers (`redact_phones`: by shape; `+` or `00` international forms of any country, valid
+for the region their country code names; and by libphonenumber's matcher for the phone regions -> `[PHONE]`).
+Everything is matched on a view of the text (`redact_view`) where full-width and other compatibility forms of
+ASCII are ASCII and JSON escapes are blanked, one character for one (offsets are the original's), with ASCII
+boundaries, so what is written against Chinese text is found; text with `\uXXXX` escapes is also read decoded.
+The work is linear in the text's length (`bench/redact_bench.py` measures it). Where two findings overlap their
+union is hidden, named by the first finding's kind.
 
 A custom redactor is configured as `[privacy] redactor = "module:attr"`, or by a name registered under the
 entry-point group `agent_factory.redactors` (`default`: this one).
@@ -37,7 +42,7 @@ from agent_factory.evaluators.collect.redact_view import decoded_view, has_unico
 __all__ = ["DEFAULT_PHONE_REGIONS", "VERSION", "DefaultRedactor", "Redaction", "Redactor", "load_redactor",
            "luhn_ok", "merge", "redact_id", "redact_pieces", "redact_text"]
 
-VERSION = "2"
+VERSION = "3"
 """Version of `DefaultRedactor`'s patterns: it enters the cache key of every model-collected datum."""
 DEFAULT_PHONE_REGIONS = ("US", "CN", "GB")
 """Regions whose national phone numbers are looked for when a knowledge pack names none."""
@@ -86,10 +91,12 @@ def merge(found: list[tuple[int, int, int, str]]) -> list[Redaction]:
 
 
 class DefaultRedactor:
-    """Keys, secrets, emails, phones, cards, IBANs, Chinese ids, SSNs -> typed placeholders (module docstring).
+    """Keys, secrets, emails, phones, cards, IBANs, Chinese ids, SSNs, passport and id numbers -> typed
+    placeholders (module docstring).
 
     `phone_regions` are ISO 3166 region codes whose national phone numbers (written without `+`) are looked
-    for; international forms are found whatever the regions. A knowledge pack may name them (`phone_regions`).
+    for; international forms, and numbers after a phone label, are found whatever the regions. A knowledge pack
+    may name them (`phone_regions`).
     """
 
     name = "default"
@@ -112,7 +119,8 @@ class DefaultRedactor:
     def _found(self, view: str) -> list[tuple[int, int, int, str]]:
         found = list(shape_ranges(view))
         found += [(s, e, _CARD_PRIORITY, "[CARD]") for s, e in card_ranges(view)]
-        found += [(s, e, _PHONE_PRIORITY, "[PHONE]") for s, e in phone_ranges(view, self.phone_regions)]
+        hidden = [(s, e) for s, e, _, _ in found]  # runs within these need no phone check
+        found += [(s, e, _PHONE_PRIORITY, "[PHONE]") for s, e in phone_ranges(view, self.phone_regions, hidden)]
         return found
 
     def redact(self, text: str) -> str:

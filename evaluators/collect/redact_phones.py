@@ -3,8 +3,14 @@ r"""Phone numbers for `DefaultRedactor`, in time linear in the text.
 They are found on the matching view (`redact_view.matching_view`: full-width digits are digits), bounded by
 ASCII letters and digits, not by `\w` (a number written against Chinese text is found, one in a hex id not):
 
-- Formatted shapes, by pattern: `+` or `00` international forms, Chinese mobiles (`13800138000`, `138 0013
-  8000`), North American `(415) 555-0100`, `415-555-0100`, `415 555 0100`, numbers with a trunk `0`.
+- Formatted shapes, by pattern: Chinese mobiles (`13800138000`, `138 0013 8000`), North American `(415)
+  555-0100`, `415-555-0100`, `415 555 0100`, numbers with a trunk `0`.
+- International forms of any country, whatever the phone regions: `+` or `00`, a country code, then digit
+  groups of any size joined by blanks, dots, dashes or slashes, an area code or the `(0)` trunk in parentheses
+  (`+33 (0)6 12 34 56 78`, `+49 30 / 901820`, `0091 98765 43210`). The country code names the region: the
+  longest run of whole groups from the start (7-15 digits, four tried at most) that is a valid number of that
+  region is hidden (its metadata first, then libphonenumber's `parse` without a default region and
+  `is_valid_number`, answers remembered), so `+1 2024-05-01` and `UTC+08:00` are not.
 - Every other run of digit groups that libphonenumber's matcher finds valid for one of the phone regions
   (`Leniency.VALID`: a number of a real range, so `415 555 0132` and `13800138000` are found, and ISO dates,
   order numbers and card-like runs are not; `POSSIBLE` would take any number of the right length). The
@@ -16,33 +22,33 @@ ASCII letters and digits, not by `\w` (a number written against Chinese text is 
   itself finds no number among other groups; a window mixing separators, `2024-05-01 2024`, crosses from one
   number into the next). Windows are found by one regex pass over the run's shape (`_window_pattern`); deep
   inside a list of numbers joined by one separator (`_EDGE` groups either side) none starts: phones listed in
-  the usual shapes are found by the shapes.
+  the usual shapes are found by the shapes. A run within what is already hidden (by the shapes here, or by the
+  other finders: a number after its label) is not checked again.
+
+A number right after a phone label (`tel:`, `call me at`, `电话`) is hidden whatever its region by
+`redact_labels`.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache, lru_cache
 from itertools import accumulate, product
 from operator import add
 
 import phonenumbers
-from phonenumbers import Leniency, PhoneMetadata
+from phonenumbers import COUNTRY_CODE_TO_REGION_CODE, Leniency, PhoneMetadata
 
 _F = re.ASCII
 _DIGITS = re.compile(r"[0-9]{3}", _F)
+_PAIR = re.compile(r"[0-9]{2}", _F)
 _SPLIT = re.compile(r"([^0-9]+)", _F)
-# A group takes its digits for good (possessive): a long run of digits cannot be split in every possible way.
-_INTERNATIONAL = r"[1-9][0-9]{0,2}(?:[ .\-]?\(?[0-9]{1,4}+\)?){2,6}(?![0-9A-Za-z])"
 # Each look-behind comes after the first character, so the scan skips at C speed to where a number can start.
 _SHAPES = (
     # Chinese mobile, optionally grouped 3-4-4 (with +86 / 0086 it is an international form, below).
     re.compile(r"1(?<![0-9A-Za-z+].)[3-9][0-9](?:[ \-]?[0-9]{4}){2}(?![0-9A-Za-z])", _F),
-    # International: + or 00, country code, then groups (optionally one parenthesized).
-    re.compile(r"\+(?<![0-9A-Za-z+].)" + _INTERNATIONAL, _F),
-    re.compile(r"0(?<![0-9A-Za-z+].)0" + _INTERNATIONAL, _F),
     # North American: (415) 555-0100, (415) 555 0100, 415-555-0100, 415.555.0100.
     re.compile(r"\((?<![0-9A-Za-z(].)[0-9]{3}\) ?[0-9]{3}[ .\-][0-9]{4}(?![0-9A-Za-z])", _F),
     re.compile(r"[0-9](?<![0-9A-Za-z(].)[0-9]{2}[.\-][0-9]{3}[.\-][0-9]{4}(?![0-9A-Za-z])", _F),
@@ -51,6 +57,17 @@ _SHAPES = (
     # Local numbers with a trunk 0: 020 7946 0958, 010-12345678, 0755-8888 6666.
     re.compile(r"0(?<![0-9A-Za-z].)[0-9]{1,4}[ \-][0-9]{3,4}[ \-]?[0-9]{3,4}(?![0-9A-Za-z])", _F),
 )
+# Any international form: + or 00 (a blank may follow 00), a country code, then digits one at a time, a group
+# joined to the next by up to 3 separators (`/` and ` / ` too), a closing parenthesis, or an opening one (`(0)`,
+# `(415)`); at most 18 digits (possessive: taken once). Its whole groups are checked against the country code's
+# region (`_international`).
+_INTERNATIONAL_ANY = re.compile(
+    r"(?:\+(?<![0-9A-Za-z+].)|0(?<![0-9A-Za-z+].)0 ?)[1-9]"
+    r"(?:[0-9]|(?:[ .\-/]{1,3}\(?|\)[ .\-/]{0,3}\(?|\()[0-9]){5,17}+", _F)
+_ALNUM = frozenset("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_GROUP_OR_TRUNK = re.compile(r"\(0\)|[0-9]+", _F)
+_PREFIXES = 4
+"""Runs of whole groups tried per international form, longest first (one may have taken a following number)."""
 # Digit groups joined by one separator (or a closing parenthesis and one), not after `+` (the shapes take
 # international forms) nor inside a decimal or a word (a hex id holds digit runs).
 _RUN = re.compile(r"[(0-9](?<![0-9A-Za-z+.].)[0-9]*(?:(?:[ .\-/]|\)[ .\-]?)\(?[0-9]+)*\)?(?![0-9A-Za-z])", _F)
@@ -69,21 +86,28 @@ Region = tuple[str, Callable[..., "re.Match[str] | None"], Callable[..., "re.Mat
 
 
 @cache
-def _region(region: str) -> Region:
-    """The region's code, valid national numbers (every number type's pattern, `fullmatch`), national prefix
-    (`match`), the digits that prefix can begin with, and the lengths of its national numbers."""
+def _national(region: str) -> tuple[Callable[..., "re.Match[str] | None"], frozenset[int]]:
+    """The region's valid national numbers (every number type's pattern, `fullmatch`) and their lengths."""
     md = PhoneMetadata.metadata_for_region(region)
     if md is None:
         raise ValueError(f"unknown phone region {region!r}")
     patterns = [d.national_number_pattern for t in _TYPES if (d := getattr(md, t, None)) is not None
                 and d.national_number_pattern]
     valid = re.compile("(?:" + "|".join(patterns) + ")" if patterns else "(?!)")
-    prefix = re.compile(md.national_prefix_for_parsing or "(?!)")
+    general = md.general_desc.possible_length if md.general_desc is not None else ()
+    return valid.fullmatch, frozenset(n for n in general if n > 0) or frozenset(range(1, 18))
+
+
+@cache
+def _region(region: str) -> Region:
+    """The region's code, valid national numbers (`_national`), national prefix (`match`), the digits that
+    prefix can begin with, and the lengths of its national numbers."""
+    full, lengths = _national(region)
+    md = PhoneMetadata.metadata_for_region(region)
+    prefix = re.compile((md.national_prefix_for_parsing if md is not None else None) or "(?!)")
     first = frozenset(d for d in "0123456789" if any(
         (m := prefix.match(f"{d}{t:03d}000000000000")) is not None and m.end() > 0 for t in range(1000)))
-    general = md.general_desc.possible_length if md.general_desc is not None else ()
-    lengths = frozenset(n for n in general if n > 0) or frozenset(range(1, 18))
-    return region, valid.fullmatch, prefix.match, first, lengths
+    return region, full, prefix.match, first, lengths
 
 
 def check_regions(regions: Sequence[str]) -> tuple[str, ...]:
@@ -236,22 +260,95 @@ def _windows(run: str, strs: list[str], seps: list[str], digits: str,
     return [(at[i], at[k + 1], pos[i], ends[k]) for i, k in windows]
 
 
-def phone_ranges(view: str, regions: Sequence[str]) -> Iterator[tuple[int, int]]:
-    """Phone numbers in `view` (a matching view): the shapes, then what libphonenumber's matcher finds valid for
-    `regions` among the runs of digit groups (module docstring)."""
-    if _DIGITS.search(view) is None:
+@lru_cache(maxsize=4096)
+def _valid_international(number: str) -> bool:
+    """Whether `+digits` is a valid number of the region its country code names: the region's metadata first
+    (its national numbers, also after a trunk `0`), then libphonenumber (`parse` without a default region)."""
+    cc = next((k for k in (1, 2, 3) if int(number[1:k + 1]) in COUNTRY_CODE_TO_REGION_CODE), 0)
+    if not cc:
+        return False
+    national = number[cc + 1:]
+    regions = COUNTRY_CODE_TO_REGION_CODE[int(number[1:cc + 1])]
+    if "001" not in regions:
+        tails = (national, national[1:]) if national.startswith("0") else (national,)
+        if not any(len(t) in lengths and full(t) for r in regions for full, lengths in (_national(r),)
+                   for t in tails):
+            return False
+    try:
+        return phonenumbers.is_valid_number(phonenumbers.parse(number, None))
+    except phonenumbers.NumberParseException:
+        return False
+
+
+def _international(view: str) -> Iterator[tuple[int, int]]:
+    """`+` or `00`, a country code and digit groups (a `(0)` trunk, an area code in parentheses, groups of any
+    size): the longest run of whole groups from the start (7-15 digits, `_PREFIXES` tried at most) that is a
+    valid number of the country code's region."""
+    for m in _INTERNATIONAL_ANY.finditer(view):
+        text = m.group()
+        skip = 1 if text[0] == "+" else 2  # `00 33`: the blank is no group
+        digits, ends = "", []
+        for g in _GROUP_OR_TRUNK.finditer(text, skip):
+            if g.group() != "(0)":
+                digits += g.group()
+                ends.append((len(digits), g.end()))
+        if m.end() < len(view) and view[m.end()] in _ALNUM:
+            ends.pop()  # the last group runs on into a word or more digits: not a whole group
+        tried = 0
+        for n, end in reversed(ends):
+            if n > 15:
+                continue
+            if n < _MIN_DIGITS or tried == _PREFIXES:
+                break
+            tried += 1
+            if _valid_international("+" + digits[:n]):
+                yield m.start(), m.start() + end
+                break
+
+
+def _covering(spans: list[tuple[int, int]]) -> Callable[[int, int], bool]:
+    """Whether a range lies within one of `spans` (merged, then found by bisection)."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for a, b in sorted(spans):
+        if ends and a <= ends[-1]:
+            ends[-1] = max(ends[-1], b)
+        else:
+            starts.append(a)
+            ends.append(b)
+
+    def covered(a: int, b: int) -> bool:
+        i = bisect_right(starts, a) - 1
+        return i >= 0 and ends[i] >= b
+
+    return covered
+
+
+def phone_ranges(view: str, regions: Sequence[str], found: Sequence[tuple[int, int]] = ()) -> Iterator[tuple[int, int]]:
+    """Phone numbers in `view` (a matching view): the shapes, international forms valid for their country code,
+    then what libphonenumber's matcher finds valid for `regions` among the runs of digit groups (module
+    docstring). A run within a range already `found` (by the other finders) or found here is not checked."""
+    if _PAIR.search(view) is None:
         return
+    own: list[tuple[int, int]] = []
     for pattern in _SHAPES:
         for m in pattern.finditer(view):
             if _MIN_DIGITS <= sum(c.isdigit() for c in m.group()) <= 15:
-                yield m.span()
-    if not regions:
+                own.append(m.span())
+    if "+" in view or "00" in view:
+        own += _international(view)
+    yield from own
+    if not regions or _DIGITS.search(view) is None:
         return
     codes = tuple(regions)
     key = [_region(r) for r in codes]
+    covered = _covering([*found, *own])
     for m in _RUN.finditer(view):
         run = m.group()
         if len(run) < _MIN_DIGITS:
+            continue
+        start, end = m.span()
+        if covered(start, end):
             continue
         parts = _SPLIT.split(run.strip("()"))  # groups and the separators between them, in one pass
         strs, seps = parts[0::2], parts[1::2]
@@ -259,7 +356,6 @@ def phone_ranges(view: str, regions: Sequence[str]) -> Iterator[tuple[int, int]]
         n = len(digits)
         if n < _MIN_DIGITS or (len(strs) == 1 and n > _NATIONAL_MAX):
             continue
-        start, end = m.span()
         if n <= _NATIONAL_MAX and (valid := _maybe_valid(digits, 0, n, key)):
             yield from _confirmed(view, start, end, max(0, start - _CONTEXT), end + _CONTEXT, valid)
         if len(strs) < 2:

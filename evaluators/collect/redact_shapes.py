@@ -15,11 +15,20 @@ Shapes are written from their definitions (vendor documentation, the standards),
   Slack, Google, Hugging Face, JWTs, SendGrid, Twilio, Aliyun `LTAI`, Tencent `AKID`, Mailgun, Mailchimp, npm,
   PyPI, Shopify, DigitalOcean, Groq, Replicate, Perplexity, Square), and detect-secrets' own regex detectors.
 - `[SECRET]`: the value of an assignment whose name says secret (`AWS_SECRET_ACCESS_KEY=`, `"apiKey": "..."`,
-  `X-Api-Key:`, `?access_token=`), a long value after a key word in prose (en, zh), passwords, one-time codes,
-  bearer and basic credentials, the user and password of a URL, a bare 40-character AWS secret key.
+  `X-Api-Key:`, `?access_token=`), a long value after a key word in prose (en, zh), one-time codes, bearer and
+  basic credentials, the user and password of a URL of any scheme (`scheme://[user]:password@host`, the user
+  possibly empty: `redis://:secret@host`; the password may hold `@`), a bare 40-character AWS secret key, and
+  passwords: after `password` / `passwd` / `pwd` / `passcode` / `passphrase` / `pin` / `密码` / `口令` and `:`,
+  `=`, `is`, `was` (not a word about the password: `the password is incorrect`); right after the keyword and a
+  blank (`password hunter2!x`); within 40 characters after it, no sentence end between, quoted or after `is` /
+  `was` / `'s` / `:` / `为` / `是` (`the temp password they emailed me was "..."`). A value of these prose forms
+  has 6+ characters with a digit or symbol and is no URL, email, path, date, version, amount, requirement
+  (`pin numpy==1.26`), file or host name, nor code (`pin the tab`, `password reset link` are left alone).
 - `[EMAIL]` (the @ plain or URL-encoded), `[IBAN]` (ISO 13616 shape, 15-34 characters), `[CN_ID]` (GB 11643:
-  region, birth date, sequence, check character; the check itself is not required), `[SSN]` (US: the SSA's
-  never-issued areas, groups and serials excluded).
+  region, birth date, sequence, check character; the check itself is not required), `[SSN]` (US, written
+  `123-45-6789`: the SSA's never-issued areas, groups and serials excluded).
+- After their labels (`redact_labels`, run from `shape_ranges`): phone numbers in any national format (`[PHONE]`),
+  SSNs with any separator or none (`[SSN]`), passport, driver's licence and national id numbers (`[ID_NUMBER]`).
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ import re
 from collections.abc import Callable, Iterator
 from functools import cache
 from typing import NamedTuple
+
+from agent_factory.evaluators.collect.redact_labels import label_ranges
 
 _F = re.ASCII
 _VALUE = r"[^\s\"'`,;&<>(){}\[\]]"
@@ -229,6 +240,42 @@ def _password(m: re.Match[str]) -> bool:
     return sep not in ("is", "was") or word not in _NOT_A_PASSWORD
 
 
+# A password in prose: the keyword (not inside a word or a snake_case name: `_PASSWORD_WORDS` is code), then a
+# value right after it (`password hunter2!x`), or within a bounded window (at most 40 characters, no sentence
+# end) a quoted value or one after `is` / `was` / `'s` / `:` (not a time's) / `为` / `是` (`the temp password
+# they emailed me was "..."`). A quote may be a blanked JSON escape (two blanks in the view). The window is
+# lazy: at each of its characters the value forms are tried, each bounded, so a keyword costs bounded work.
+_PW_STRONG = r"(?=[^\s\"“”'‘’「」]{0,63}?[0-9#$%&*+/<=>@\\^_|~\-])"
+"""The value ahead holds a digit or a symbol other than trailing punctuation (so `emailed,` is passed over)."""
+_PW_TOKEN = _PW_STRONG + r"[!#-&(-~]{6,64}+(?![!#-&(-~])"
+"""A value: 6-64 printable ASCII characters but blanks and quotes."""
+_PASSWORD_PROSE = _rx(
+    r"(?:p(?<![a-z0-9+/_]p)(?:assword|asswd|wd|asscode|assphrase|in)(?![a-z0-9_])|密码|口令)"
+    r"(?:[ \t]++[\"“'‘]?(?P<d>" + _PW_TOKEN + ")"
+    r"|(?:[^\n.!?。！？;；]|[.!?](?=[^\s.!?])){0,40}?"
+    r"(?:(?<=[ \t])(?:[\"“'‘「]|[ \t]{2})" + _PW_STRONG + r"(?P<q>[^\s\"“”'‘’「」]{6,64})(?=[\"”'’」]|[ \t]{2}|$)"
+    r"|(?:(?<=[ \t])(?:is|was)[ \t]++|'s[ \t]++|(?<![0-9]):[ \t]*+|[为是][ \t]*+)[\"“'‘]?(?P<t>" + _PW_TOKEN + ")))")
+_NOT_A_PASSWORD_VALUE = _rx(
+    r"[a-z][a-z0-9+.\-]*://\S*|www\.\S*"                               # a URL
+    r"|[^@\s]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,63}"                # an email
+    r"|(?:[/~]|\.{1,2}/|[a-z]:\\)\S*"                                  # a path
+    r"|[$€£¥]?v?[0-9]+(?:[.,:/\-_][0-9]+)+(?:[\-+][a-z][a-z0-9.]*)?%?"   # a date, time, version, amount
+    r"|[0-9]{4}-[0-9]{2}-[0-9]{2}t[0-9:.]+(?:z|[+\-][0-9:]+)?"           # a timestamp
+    r"|[a-z0-9_.\-\[\]]+(?:==|>=|<=|~=|!=|<|>)\S*"                      # a requirement (`pin numpy==1.26`)
+    r"|[a-z0-9_\-]+(?:\.[a-z0-9_\-]+)*\.[a-z]{2,5}"                     # a file or host name
+    r"|.*[`()\[\]{}].*")                                                # code
+_SYMBOL = re.compile(r"[^A-Za-z]", _F)
+
+
+def _password_prose(m: re.Match[str]) -> bool:
+    """A value of 6+ characters (trailing punctuation aside) with a digit or symbol, not a word about passwords
+    nor a URL, email, path, date, version, amount, requirement, file or host name, nor code."""
+    group = next(g for g in ("d", "q", "t") if m.start(g) >= 0)
+    value = m.group(group).rstrip(".,;:!?'\"”’")
+    return (len(value) >= 6 and _SYMBOL.search(value) is not None and value not in _NOT_A_PASSWORD
+            and _NOT_A_PASSWORD_VALUE.fullmatch(value) is None)
+
+
 _ONE_TIME_CODE = _rx(
     "(?:" + _words(("verification", "security", "one[- ]time", "otp", "auth(?:entication)?", "login", "2fa", "sms"),
                    r"[ \t]*(?:code|passcode|pin)(?![a-z0-9])")
@@ -247,7 +294,9 @@ def _lowered(view: str) -> str:
     return low if len(low) == len(view) else view.translate(_LOWER)
 
 
-_URL_CREDENTIALS = _rx(r"://(?P<v>[^\s:/?#@\"'<>\[\]]{1,256}:[^\s/?@\"'<>\[\]]{1,256})@")
+# `scheme://[user]:password@host`, any scheme, the user possibly empty (`redis://:secret@host`); the password
+# may hold `@` (the last one before the host ends it).
+_URL_CREDENTIALS = _rx(r"://(?P<v>[^\s:/?#@\"'<>\[\]]{0,256}:[^\s/?\"'<>\[\]]{1,256})@")
 _NPM_AUTH = _rx(r":_auth(?:Token)?=[ \t]*(?P<v>" + _VALUE + r"{8,512})")
 _AZURE = _rx(r"(?:AccountKey|SharedAccessKey)=(?P<v>[A-Za-z0-9+/=]{20,120})|[?&]sig=(?P<s>[A-Za-z0-9%+/=]{30,})")
 # A bare AWS secret access key: 40 characters of base64's alphabet with upper, lower case and a digit.
@@ -290,6 +339,8 @@ SHAPES: tuple[Shape, ...] = (
     Shape(_KEYWORD_SECRET, "[SECRET]", needles=(
         "key", "secret", "token", "auth", "密钥", "秘钥", "私钥", "令牌", "口令", "授权码"), lower=True, lowered=True),
     Shape(_PASSWORD, "[SECRET]", _password, needles=("pass", "pwd", "pin", "密码", "口令"), lower=True, lowered=True),
+    Shape(_PASSWORD_PROSE, "[SECRET]", _password_prose, needles=("pass", "pwd", "pin", "密码", "口令"), lower=True,
+          lowered=True),
     Shape(_ONE_TIME_CODE, "[SECRET]", needles=("code", "pin", "验证码", "校验码", "动态码", "动态密码"), lower=True,
           lowered=True),
     Shape(_AWS_SECRET, "[SECRET]", _mixed),
@@ -339,14 +390,21 @@ def detect_secrets_shapes() -> tuple[Shape, ...]:
     return tuple(out)
 
 
-_VALUE_GROUPS = ("v", "dq", "sq", "b", "s")
+_VALUE_GROUPS = ("v", "dq", "sq", "b", "s", "d", "q", "t")
 
 
 @cache
 def _all_shapes() -> tuple[tuple[int, Shape, tuple[str, ...]], ...]:
-    """(priority, shape, its value groups) of every shape, ours then detect-secrets'."""
+    """(priority, shape, its value groups) of every shape, ours then detect-secrets' (after the labelled
+    numbers: `LABEL_PRIORITY`)."""
+    shapes = (*enumerate(SHAPES, 1), *enumerate(detect_secrets_shapes(), LABEL_PRIORITY + 1))
     return tuple((priority, shape, tuple(g for g in _VALUE_GROUPS if g in shape.pattern.groupindex))
-                 for priority, shape in enumerate(SHAPES + detect_secrets_shapes(), 1))
+                 for priority, shape in shapes)
+
+
+LABEL_PRIORITY = len(SHAPES) + 1
+"""The priority of the numbers found after their labels (`redact_labels`): after our shapes (an SSN's shape,
+a Chinese id's, named so, win), before detect-secrets'."""
 
 
 def shape_ranges(view: str) -> Iterator[tuple[int, int, int, str]]:
@@ -375,3 +433,5 @@ def shape_ranges(view: str) -> Iterator[tuple[int, int, int, str]]:
             start, end = (m.start(group), m.end(group)) if group else m.span()
             if end > start:
                 yield start, end, priority, shape.placeholder
+    for start, end, placeholder in label_ranges(low or _lowered(view)):
+        yield start, end, LABEL_PRIORITY, placeholder

@@ -5,8 +5,8 @@ Shared by `test_collect_redact_corpus.py` (the redactor on each entry) and `test
 says, one conversation each: the user's message, the agent's answer, a tool call's JSON arguments or a tool's
 output (every other one JSON-encoded with ASCII escapes, as tools return text), the record's user id or its
 session id (the conversation's id). `leaked` finds planted values in an output, read the way a person would
-read it (HTML entities and JSON escapes decoded, full-width digits as digits, card numbers without their
-separators too).
+read it (HTML entities and JSON escapes decoded, full-width digits as digits, card, phone and identity numbers
+without their separators too).
 """
 
 from __future__ import annotations
@@ -23,6 +23,9 @@ import yaml
 
 CORPUS = Path(__file__).resolve().parent / "data" / "secret_corpus.yaml"
 ROLES = ("user", "assistant", "tool_args", "tool_result", "user_id", "session_id")
+NUMBERS = ("card", "phone", "labelled_phone", "ssn", "passport", "national", "cn_id")
+"""Shapes whose value is a number: its digits run together must not appear either."""
+_COUNTING = "01234567890123456789 98765432109876543210"
 LANGS = ("en", "zh")
 
 
@@ -41,10 +44,13 @@ class Secret:
         return self.text.replace("{v}", self.value)
 
     def forms(self) -> list[str]:
-        """What must not appear: the value as written, its NFKC form, and a card's digits run together."""
+        """What must not appear: the value as written, its NFKC form, and the digits run together of a card, a
+        phone number or an identity number (7 or more of them; not a counting run such as `123456789`, which a
+        page's own scripts hold)."""
         out = {self.value, unicodedata.normalize("NFKC", self.value)}
-        if self.shape.startswith("card"):
-            out.add(re.sub(r"\D", "", unicodedata.normalize("NFKC", self.value)))
+        digits = re.sub(r"\D", "", unicodedata.normalize("NFKC", self.value))
+        if self.shape.startswith(NUMBERS) and len(digits) >= 7 and digits not in _COUNTING:
+            out.add(digits)
         return sorted(out)
 
 
