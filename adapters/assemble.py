@@ -39,7 +39,7 @@ REQUEST_KEYS = ("agent.request", "gen_ai.prompt.user")
 """Span attributes carrying the user's request text when the root span's input is not it."""
 INDEX_KEYS = ("session.turn_index", "turn.index", "gen_ai.conversation.turn_index")
 """Span attributes giving the turn's position in its conversation; without one, start order decides
-(factory.units numbers a conversation's turns when the source did not)."""
+(factory.pipeline.units numbers a conversation's turns when the source did not)."""
 TRUNCATION_FINISH = {"length", "max_tokens", "max_output_tokens", "content_filter"}
 """Finish reasons that mean the answer was cut off (by the token limit, or by the provider's content filter)."""
 

@@ -41,7 +41,7 @@ import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
 from agent_factory.factory.compile import build_suite
-from agent_factory.factory.review import approve_suite
+from agent_factory.factory.suite.review import approve_suite
 spec, suite = Path(sys.argv[1]), Path(sys.argv[2])
 t0 = time.perf_counter()
 rep = build_suite(spec, pack="airline", out=suite)
@@ -54,9 +54,9 @@ INGEST = r"""
 import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Store
-from agent_factory.factory.suite import load_suite
+from agent_factory.factory.suite.read import load_suite
 traces, store, suite = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 t0 = time.perf_counter()
 with Store(store) as st:
@@ -71,9 +71,9 @@ import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from agent_factory.factory.run import Runner
+from agent_factory.factory.pipeline.engine import Runner
 from agent_factory.factory.store import Store
-from agent_factory.factory.suite import load_suite
+from agent_factory.factory.suite.read import load_suite
 store, cache, suite, full = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "full"
 t0 = time.perf_counter()
 with Store(store) as st:

@@ -31,7 +31,7 @@ T0 = 1_700_000_000_000_000_000
 CHILD = r"""
 import json, sys, time
 from pathlib import Path
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 src, store, fmt = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] or None

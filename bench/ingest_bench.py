@@ -30,7 +30,7 @@ from bench.common import TreeMemory, parse_seconds, peak_rss_mb, store_seconds
 tree = TreeMemory()
 from pathlib import Path
 from agent_factory.factory.store import Store
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.knowledge_packs import load_pack
 src, store = Path(sys.argv[1]), Path(sys.argv[2])
 pack = load_pack(sys.argv[3])

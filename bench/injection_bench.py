@@ -30,9 +30,9 @@ CHILD = r"""
 import json, sys, time
 from pathlib import Path
 from agent_factory.evaluators.provenance import scan_turn, scan_turn_suspects
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Store
-from agent_factory.factory.units import iter_user_units
+from agent_factory.factory.pipeline.units import iter_user_units
 from agent_factory.knowledge_packs import load_pack
 src, store, pack = Path(sys.argv[1]), Path(sys.argv[2]), load_pack(sys.argv[3])
 t0 = time.perf_counter()

@@ -33,9 +33,9 @@ from bench.common import TreeMemory, parse_seconds, peak_rss_mb, store_seconds
 tree = TreeMemory()
 from pathlib import Path
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from agent_factory.factory.run import Runner
+from agent_factory.factory.pipeline.engine import Runner
 from agent_factory.factory.store import Store
-from agent_factory.factory.suite import load_suite
+from agent_factory.factory.suite.read import load_suite
 store, cache, full, src = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full", Path(sys.argv[4])
 workers = int(sys.argv[5]) if sys.argv[5] != "auto" else None
 with Store(store) as st:
@@ -77,7 +77,7 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest.files import ingest_paths
     from agent_factory.factory.simulate import SimConfig, simulate
     from agent_factory.factory.store import Store
     from agent_factory.knowledge_packs import load_pack

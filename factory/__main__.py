@@ -1,5 +1,5 @@
 """`python -m agent_factory.factory` is the `agent-factory` command (as is `python -m agent_factory`)."""
 
-from agent_factory.factory.cli import main
+from agent_factory.factory.cli.app import main
 
 main()

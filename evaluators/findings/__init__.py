@@ -1,5 +1,5 @@
 """Findings: the per-unit flags every component raises, rolled up to sessions and users, and their association
-with the outcomes the traces carry (task reward, feedback). Pure: `factory.findings` reads the store.
+with the outcomes the traces carry (task reward, feedback). Pure: `factory.views.findings` reads the store.
 
 - `all_flags(pack)`: every registered component's flags (`ComponentSpec.flags_for`), Conduct's from the clauses;
 - `flag_table`, `roll_up`, `flag_counts`: the flag of each unit (1 / 0 / None) and the counts per component;

@@ -1,6 +1,6 @@
 """The per-unit flag table: every component's flags read off the stored rows, rolled up to sessions and users.
 
-Pure: the caller (factory.findings) reads the rows from the store. A flag's value on a unit is 1, 0 or None
+Pure: the caller (factory.views.findings) reads the rows from the store. A flag's value on a unit is 1, 0 or None
 (`FlagSpec.value_of`); a unit of the flag's layer without its row gets None, never 0. Rolling up to a
 coarser level takes every unit below it (a conversation's turns and their spans, a user's sessions and
 turns): 1 when any unit raised the flag, 0 when every unit was checked and none did, None otherwise (an

@@ -14,7 +14,7 @@ from agent_factory.factory.compile.model import (
     CompiledSpec,
     Uncompiled,
 )
-from agent_factory.factory.compile.suite_writer import build_suite
+from agent_factory.factory.suite.write import build_suite
 
 __all__ = [
     "COMPILER_VERSION", "BuildReport", "ClauseSummary", "CompiledClause", "CompiledSpec", "Uncompiled",

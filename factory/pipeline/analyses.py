@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from agent_factory.evaluators import kernel
 from agent_factory.evaluators.core import Analysis, Observations, Result
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor
+from agent_factory.factory.executors.process import ProcessExecutor
 from agent_factory.knowledge_packs import KnowledgePack
 
 MIN_ROWS_FOR_WORKERS = 100_000

@@ -26,22 +26,22 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
 from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.factory.executors import Executor
+from agent_factory.factory.executors.local import LocalExecutor
+from agent_factory.factory.executors.process import can_fork, default_workers
 from agent_factory.factory.pipeline.analyses import analyse_group
-from agent_factory.factory.pipeline.executors import Executor
-from agent_factory.factory.pipeline.executors.local import LocalExecutor
-from agent_factory.factory.pipeline.executors.process import can_fork, default_workers
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
 from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS, Tally, collect_in_workers, tally
 from agent_factory.factory.pipeline.plan import Plan, make_plan
 from agent_factory.factory.pipeline.report import RunReport
+from agent_factory.factory.pipeline.units import iter_user_units, unit_context
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
 from agent_factory.factory.store.pipeline import current_sources, save_state
 from agent_factory.factory.store.results import merge_results, population_metrics, result_table
 from agent_factory.factory.store.runs import record_run
 from agent_factory.factory.store.units import drop_users, load_rows, unit_row
-from agent_factory.factory.units import iter_user_units, unit_context
 from agent_factory.heap import bulk_objects, release_free_memory
 from agent_factory.knowledge_packs import KnowledgePack
 

@@ -22,13 +22,13 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect.reasons import CascadeCounters, reason_category, retry_later
 from agent_factory.evaluators.core.columns import DataColumns
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor
+from agent_factory.factory.executors.process import ProcessExecutor
+from agent_factory.factory.pipeline.units import UnitContext
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, data_table
 from agent_factory.factory.store.rows import arrow_rows, turns_from_rows
 from agent_factory.factory.store.turn_tables import TurnChunk, chunk_rows, iter_turn_chunks
 from agent_factory.factory.store.units import unit_row
-from agent_factory.factory.units import UnitContext
 
 MIN_USERS_FOR_WORKERS = 200
 """Below this many users to visit, a run collects in its own process unless told otherwise (`workers`):

@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from agent_factory.factory.ingest import IGNORE_FILE
+from agent_factory.factory.ingest.files import IGNORE_FILE
 from agent_factory.factory.simulate.config import SimConfig, derive
 from agent_factory.factory.simulate.plan import Segment, TurnPlan
 from agent_factory.factory.simulate.population import Population

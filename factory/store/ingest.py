@@ -1,4 +1,4 @@
-"""The reads and deletes of an input file's closing steps (`factory.writer`): staged spans grouped into traces,
+"""The reads and deletes of an input file's closing steps (`factory.ingest.writer`): staged spans grouped into traces,
 traces shared with earlier files, client-only call groups, and the rows a rebuilt turn replaces."""
 
 from __future__ import annotations

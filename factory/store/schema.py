@@ -39,7 +39,7 @@ copy into a sort or an insert, and the pages around them. The limit DuckDB needs
 records, never with their number."""
 DEFAULT_STORE = Path(".agent-factory") / "store.duckdb"
 USER_KEY = "coalesce(t.user_id, t.conversation_id)"
-"""A stored turn's user key in SQL (`factory.units.user_key`): the user id, else the conversation id."""
+"""A stored turn's user key in SQL (`factory.pipeline.units.user_key`): the user id, else the conversation id."""
 USER_ORDER = f"{USER_KEY}, t.start_time, t.conversation_id, t.idx, t.id"
 """The order of `iter_turn_rows(order="user")`: one user's turns together, in time order (`buckets` sorts by
 these columns; a test holds it to this SQL)."""

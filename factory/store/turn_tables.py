@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_factory.factory.pipeline.executors.process import whole_groups
+from agent_factory.factory.executors.process import whole_groups
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.buckets import POOL, bucket_slice, turn_buckets
 from agent_factory.factory.store.rows import TurnRows, bucket_rows

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from agent_factory.evaluators.components.conduct.rules import is_tool_call, tool_name
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
+from agent_factory.factory.pipeline.units import iter_user_units
 from agent_factory.factory.store import Store
-from agent_factory.factory.units import iter_user_units
 from agent_factory.knowledge_packs import load_pack
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"

@@ -411,7 +411,7 @@ def test_analysis_is_deterministic() -> None:
 
 @pytest.mark.slow
 def test_simulated_disclosures_and_templates_match_the_truth(tmp_path: Path) -> None:
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest.files import ingest_paths
     from agent_factory.factory.simulate import simulate
     from agent_factory.factory.simulate.config import SimConfig
     from agent_factory.factory.store import Store

@@ -37,7 +37,7 @@ from agent_factory.evaluators.core.registry import (
     get_component,
     get_rule,
 )
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import KnowledgePack, load_pack

@@ -17,15 +17,14 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect import Cascade, load_model_config
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, EngagementView, Layer
 from agent_factory.evaluators.core.rows import LayerRows
-from agent_factory.factory.pipeline.engine import analysis_groups, definitions_by_layer, injection_pointers
-from agent_factory.factory.run import Runner
+from agent_factory.factory.pipeline.engine import Runner, analysis_groups, definitions_by_layer, injection_pointers
+from agent_factory.factory.pipeline.units import group_user_units
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store, dumps
 from agent_factory.factory.store import base as store_base
 from agent_factory.factory.store.results import result_row
 from agent_factory.factory.store.units import load_rows
-from agent_factory.factory.suite import load_suite
-from agent_factory.factory.units import group_user_units
+from agent_factory.factory.suite.read import load_suite
 from agent_factory.knowledge_packs import KnowledgePack
 from tests.factory.conftest import no_model  # noqa: F401
 from tests.factory.test_incremental import _cli

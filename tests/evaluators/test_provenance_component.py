@@ -202,7 +202,7 @@ SIM_SEGMENT = {"real": "real", "internal": "internal_test", "test": "internal_te
 @pytest.mark.slow
 def test_simulated_segments_injections_and_clean_set_match_the_truth(tmp_path: Path) -> None:
     from agent_factory.evaluators.provenance.coverage import coverage
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest.files import ingest_paths
     from agent_factory.factory.simulate import simulate
     from agent_factory.factory.simulate.config import SimConfig
     from agent_factory.factory.store import Store

@@ -19,7 +19,7 @@ from agent_factory.evaluators.provenance import (
     record_json,
     stored_record,
 )
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 

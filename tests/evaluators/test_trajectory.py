@@ -18,7 +18,7 @@ from agent_factory.evaluators.components.trajectory import definitions as td
 from agent_factory.evaluators.components.trajectory import rules as tr
 from agent_factory.evaluators.core import Observations, RuleAnswer, RuleContext, UnitRow, get_component, get_rule
 from agent_factory.evaluators.provenance.normalize import normalize
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.simulate import SimConfig, behaviour, simulate, texts
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import KnowledgePack, compile_pattern, load_pack

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_factory.factory.ingest import IngestReport, ingest_paths
+from agent_factory.factory.ingest.files import IngestReport, ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data
@@ -64,7 +64,7 @@ _NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_F
 def _ingest_and_run(store: Path, *ingest: str) -> str:
     from typer.testing import CliRunner
 
-    from agent_factory.factory.cli import app
+    from agent_factory.factory.cli.app import app
 
     runner = CliRunner()
     res = runner.invoke(app, ["ingest", *ingest, "--store", str(store)], env=_NO_MODEL)

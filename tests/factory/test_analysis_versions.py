@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from agent_factory.evaluators.components.provenance import analysis as provenance
 from agent_factory.evaluators.core import Analysis, ComponentSpec, get_component, register_component
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 

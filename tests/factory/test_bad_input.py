@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import EXIT_QUARANTINED, EXIT_USER_ERROR, app
+from agent_factory.factory.cli.app import EXIT_QUARANTINED, EXIT_USER_ERROR, app
 from agent_factory.factory.store import Store
 
 T0 = 1_700_000_000_000_000_000

@@ -21,12 +21,12 @@ from agent_factory.evaluators.components.conduct.rules import match_condition
 from agent_factory.evaluators.core import DataDefinition
 from agent_factory.factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
 from agent_factory.factory.compile.patterns import limits, normative
-from agent_factory.factory.compile.suite_writer import base_lexicons, base_tools
-from agent_factory.factory.ingest import ingest_paths
-from agent_factory.factory.run import Runner
+from agent_factory.factory.ingest.files import ingest_paths
+from agent_factory.factory.pipeline.engine import Runner
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
-from agent_factory.factory.suite import load_suite
+from agent_factory.factory.suite.read import load_suite
+from agent_factory.factory.suite.write import base_lexicons, base_tools
 from agent_factory.knowledge_packs import compile_pattern, load_pack
 from agent_factory.knowledge_packs.model import Clause
 from tests.conftest import shared_data

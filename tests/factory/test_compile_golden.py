@@ -17,7 +17,7 @@ import yaml
 
 from agent_factory.factory.compile import CompiledClause, CompiledSpec, compile_spec
 from agent_factory.factory.compile.parse import sentences
-from agent_factory.factory.compile.suite_writer import base_lexicons
+from agent_factory.factory.suite.write import base_lexicons
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data
 

@@ -11,9 +11,9 @@ import pytest
 
 from agent_factory.errors import CollectionError
 from agent_factory.evaluators.kernel import DatumBatch, UserUnits
-from agent_factory.factory.pipeline.executors import Executor
-from agent_factory.factory.pipeline.executors.local import LocalExecutor
-from agent_factory.factory.pipeline.executors.process import ProcessExecutor, whole_groups
+from agent_factory.factory.executors import Executor
+from agent_factory.factory.executors.local import LocalExecutor
+from agent_factory.factory.executors.process import ProcessExecutor, whole_groups
 
 
 def test_the_local_executor_bounds_users_in_flight_and_reports_progress() -> None:

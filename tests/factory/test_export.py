@@ -15,9 +15,9 @@ from typer.testing import CliRunner
 
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow
-from agent_factory.factory.cli import app
-from agent_factory.factory.export import decode_json, flag_columns
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
+from agent_factory.factory.views.export import decode_json, flag_columns
 
 NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": ""}
 LAYER = {"span": "span", "turn": "trace", "conversation": "conversation"}

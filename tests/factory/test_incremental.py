@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from tests.conftest import REPO

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent_factory.adapters.model import Span
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Batch, Store, span_row
 from agent_factory.factory.store.ingest import iter_staged_spans
 from agent_factory.knowledge_packs import load_pack
@@ -155,7 +155,7 @@ def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
 
 
 def test_a_directory_ignore_file_keeps_listed_files_out(tmp_path: Path) -> None:
-    from agent_factory.factory.ingest import IGNORE_FILE, expand_paths
+    from agent_factory.factory.ingest.files import IGNORE_FILE, expand_paths
 
     d = tmp_path / "traces"
     (d / "day2").mkdir(parents=True)
@@ -242,7 +242,7 @@ def _rows_in_order(store: Path) -> dict[str, list[tuple]]:
 def test_workers_store_what_one_process_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Traces settled by worker processes, a few spans per chunk: the same rows in the same order, the same
     # report, defects, orphans joined by a later file and client-only calls included.
-    from agent_factory.factory import writer
+    from agent_factory.factory.ingest import writer
     from agent_factory.factory.simulate import SimConfig, simulate
     from tests.factory.test_bad_input import GOOD_SPANS, TC, lines, span
 
@@ -287,7 +287,7 @@ def test_lines_parsed_by_workers_store_what_one_process_stores(tmp_path: Path, m
     # with a BOM, blank lines, broken JSON, bad UTF-8 and a field over the limit): the same rows in the same order,
     # the same report, cut fields included.
     from agent_factory.adapters.jsonio import FieldLimits
-    from agent_factory.factory import ingest_lines
+    from agent_factory.factory.ingest import lines as ingest_lines
     from agent_factory.factory.simulate import SimConfig, simulate
     from tests.factory.test_bad_input import GOOD_SPANS, TC, span
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import EXIT_QUARANTINED, EXIT_USER_ERROR, app
-from agent_factory.factory.ingest import IngestReport, expand_paths, ingest_paths
+from agent_factory.factory.cli.app import EXIT_QUARANTINED, EXIT_USER_ERROR, app
+from agent_factory.factory.ingest.files import IngestReport, expand_paths, ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import FIXTURES, REPO
@@ -117,7 +117,7 @@ def test_lone_cr_line_ends_count_each_record(tmp_path: Path) -> None:
 
 def test_lone_cr_line_ends_count_each_record_in_worker_processes(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from agent_factory.factory import ingest_lines
+    from agent_factory.factory.ingest import lines as ingest_lines
 
     monkeypatch.setattr(ingest_lines, "MIN_BYTES_FOR_WORKERS", 0)
     monkeypatch.setattr(ingest_lines, "CHUNK_BYTES", 300)

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
-from agent_factory.factory.ingest import IngestReport, ingest_paths
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.ingest.files import IngestReport, ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 

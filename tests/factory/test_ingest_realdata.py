@@ -9,7 +9,7 @@ from typing import get_args
 import pytest
 
 from agent_factory.adapters.model import DeliveryState
-from agent_factory.factory.ingest import IngestReport, ingest_paths
+from agent_factory.factory.ingest.files import IngestReport, ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import shared_data

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.compile import COMPILER_VERSION, build_suite, compile_spec
 from agent_factory.factory.compile.orchestrator import (
     MODEL_ERROR,

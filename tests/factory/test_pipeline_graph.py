@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from agent_factory.evaluators.collect import Cascade, ModelConfig
 from agent_factory.evaluators.core import COMPONENTS, get_component
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.pipeline.engine import definitions_by_layer
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, dirty, fingerprints, reads_component
-from agent_factory.factory.run import definitions_by_layer
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.units import load_rows

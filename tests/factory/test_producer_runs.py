@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
 
 PRODUCERS = Path(__file__).resolve().parents[1] / "fixtures" / "producers"

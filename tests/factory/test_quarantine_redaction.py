@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 
 TOKEN = "sk-proj-abcdefghijklmnopqrstuvwxyz123456"
 

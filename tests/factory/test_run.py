@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401

@@ -134,8 +134,8 @@ def test_item_counts_on_cold_warm_and_partial_reruns(model_env: Path, fake_opena
 
 def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> None:
     from agent_factory.evaluators.collect import Cascade, DatumCache, load_model_config
-    from agent_factory.factory.run import Runner
-    from agent_factory.factory.suite import load_suite
+    from agent_factory.factory.pipeline.engine import Runner
+    from agent_factory.factory.suite.read import load_suite
 
     simulate(SimConfig(users=6, seed=7), no_model / "sim")
     store = no_model / "store.duckdb"

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.simulate.texts import INJECTIONS
 from agent_factory.factory.store import Store

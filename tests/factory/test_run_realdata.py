@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
-from agent_factory.factory.ingest import IngestReport
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.ingest.files import IngestReport
 from agent_factory.factory.store import Store
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
 from tests.conftest import shared_data
 

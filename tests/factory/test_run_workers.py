@@ -11,7 +11,7 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS
 from tests.fakes.openai_server import FakeOpenAIServer, fake_openai  # noqa: F401
 
@@ -93,7 +93,7 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
     from agent_factory.factory.pipeline.engine import Runner
     from agent_factory.factory.store import Store
-    from agent_factory.factory.suite import load_suite
+    from agent_factory.factory.suite.read import load_suite
 
     store = tmp_path / "store.duckdb"
     shutil.copyfile(sim_store[0], store)
@@ -120,7 +120,7 @@ def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int
     # are those `iter_turn_rows` reads, in its order, with its values: a user longer than a read, a turn without
     # a user, a subset of users. A user with no real traffic (u3, an internal test account) may be cut into
     # pieces of `turns` (and of a read, `batch`); one with some (u1) never is.
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest.files import ingest_paths
     from agent_factory.factory.store import Store
     from agent_factory.factory.store.turn_tables import chunk_rows, iter_turn_chunks
     from agent_factory.knowledge_packs import load_pack
@@ -158,8 +158,8 @@ def test_chunks_hold_whole_users_read_as_the_rows_are(tmp_path: Path, batch: int
 def test_one_process_reads_excluded_turns_in_pieces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The one-process reader (`--workers 1`, model runs) holds at most `EXCLUDED_PIECE_TURNS` excluded turns of a
     # user at a time; the real ones come whole, with the view, in the user's last piece, which counts once.
-    from agent_factory.factory import units
-    from agent_factory.factory.ingest import ingest_paths
+    from agent_factory.factory.ingest.files import ingest_paths
+    from agent_factory.factory.pipeline import units
     from agent_factory.factory.store import Store
     from agent_factory.knowledge_packs import load_pack
 
@@ -183,7 +183,7 @@ def test_one_process_reads_excluded_turns_in_pieces(tmp_path: Path, monkeypatch:
 def test_one_process_in_pieces_writes_what_it_writes_whole(
     sim_store: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agent_factory.factory import units
+    from agent_factory.factory.pipeline import units
 
     one, two = _copies(sim_store[0], tmp_path)
     whole = _run(one, "--full", "--workers", "1")
@@ -269,13 +269,13 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
 
     from agent_factory.evaluators import kernel
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
+    from agent_factory.factory.executors.process import can_fork, default_workers
     from agent_factory.factory.pipeline.analyses import analyse_group
     from agent_factory.factory.pipeline.engine import Runner, analysis_groups
-    from agent_factory.factory.pipeline.executors.process import can_fork, default_workers
     from agent_factory.factory.store import Store
     from agent_factory.factory.store.results import result_table
     from agent_factory.factory.store.units import load_rows
-    from agent_factory.factory.suite import load_suite
+    from agent_factory.factory.suite.read import load_suite
 
     got = request.getfixturevalue(fixture)
     store = tmp_path / "store.duckdb"

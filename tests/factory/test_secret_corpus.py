@@ -15,13 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_factory.evaluators.collect.redact import DefaultRedactor, redact_text
-from agent_factory.factory.cli import app
-from agent_factory.factory.export import neutralise_formulas
-from agent_factory.factory.findings import suite_flags
-from agent_factory.factory.show import WORST_LEVELS
-from agent_factory.factory.show_read import read_unit, read_worst
-from agent_factory.factory.show_text import render_unit, render_worst
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
+from agent_factory.factory.views.export import neutralise_formulas
+from agent_factory.factory.views.findings import suite_flags
+from agent_factory.factory.views.show.read import read_unit, read_worst
+from agent_factory.factory.views.show.text import render_unit, render_worst
+from agent_factory.factory.views.show.unit import WORST_LEVELS
 from tests.evaluators.secret_corpus import Secret, leaked, load, strings, write_chat_jsonl
 from tests.fakes.openai_server import FakeOpenAIServer
 
@@ -176,7 +176,7 @@ def test_csv_export_neutralises_formulas() -> None:
 def test_export_tables_are_redacted_cell_by_cell() -> None:
     import pyarrow as pa
 
-    from agent_factory.factory.export import redact_table
+    from agent_factory.factory.views.export import redact_table
 
     table = pa.table({"unit_id": ["alice@example.com/turn-0", "c1"], "user_id": ["13800138000", None],
                       "fact.note": ["card 4111111111111111", "ok"], "score": [1.5, 2.0]})

@@ -15,10 +15,10 @@ from typer.testing import CliRunner, Result
 
 from agent_factory.evaluators.collect.redact import DefaultRedactor
 from agent_factory.evaluators.findings import FlagRow, bad_flags, flag_counts
-from agent_factory.factory.cli import app
-from agent_factory.factory.findings import read_findings, suite_flags
-from agent_factory.factory.show import pointer_parts, rank_units
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
+from agent_factory.factory.views.findings import read_findings, suite_flags
+from agent_factory.factory.views.show.unit import pointer_parts, rank_units
 
 NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 UNIT_KEYS = {"unit_id", "kind", "conversation_id", "user_id", "span", "turn", "turns", "conversations", "data",

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.stats import bigram_jaccard as definition_jaccard
 from agent_factory.evaluators.stats import normalize_text
-from agent_factory.factory.ingest import expand_paths
+from agent_factory.factory.ingest.files import expand_paths
 from agent_factory.factory.simulate import (
     CONFIG,
     TRACES,

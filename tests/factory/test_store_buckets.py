@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_factory.factory.ingest import ingest_paths
+from agent_factory.factory.ingest.files import ingest_paths
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.schema import CONVERSATION_ORDER, USER_KEY, USER_ORDER
 from agent_factory.knowledge_packs import load_pack

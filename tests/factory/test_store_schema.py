@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_factory.errors import StoreError
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import SCHEMA_VERSION, Store
 
 

@@ -10,9 +10,9 @@ from rich.cells import cell_len
 from typer.testing import CliRunner
 
 from agent_factory.evaluators.findings import Association
-from agent_factory.factory.cli import app
-from agent_factory.factory.report.model import ResultRow, StoreFacts
-from agent_factory.factory.summary import WIDTH, build_summary, render
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.views.report.model import ResultRow, StoreFacts
+from agent_factory.factory.views.summary import WIDTH, build_summary, render
 
 FACTS = StoreFacts(path="s.duckdb", turns=100, sessions=40, users=10, spans=300, segments={"real": 100},
                    quarantined=0, units={}, last_run=None)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from agent_factory.factory.cli import app
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.pipeline.watch import Watcher
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
-from agent_factory.factory.watch import Watcher
 
 
 def _watch(directory: Path, store: Path) -> list[dict]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow, UnitKey
-from agent_factory.factory.report.flags import layer_cells
+from agent_factory.factory.views.report.flags import layer_cells
 
 REDO = FlagSpec(id="results.redo", component="results", layer="conversation", label="redo", item="results.redo",
                 raised=("yes",), clear=("no",))

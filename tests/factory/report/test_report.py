@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_factory.evaluators.collect.redact import DefaultRedactor
-from agent_factory.factory.cli import app
-from agent_factory.factory.report import build_html, report_sections
-from agent_factory.factory.report.model import Quote, ReportData, ResultRow, StoreFacts
-from agent_factory.factory.report.read import _field_text, quote_window
+from agent_factory.factory.cli.app import app
+from agent_factory.factory.views.report import build_html, report_sections
+from agent_factory.factory.views.report.model import Quote, ReportData, ResultRow, StoreFacts
+from agent_factory.factory.views.report.read import _field_text, quote_window
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECTION_KEYS = ["layers", "spine", "execution", "substance", "trajectory", "results", "conduct", "provenance",

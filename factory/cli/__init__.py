@@ -1,0 +1,1 @@
+"""The command line (`agent-factory ...`): thin commands over `agent_factory.factory.project.Project`."""
