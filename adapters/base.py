@@ -1,8 +1,8 @@
 """What an adapter is, what it yields, and the registry that finds one by name or by sniffing a file.
 
-An adapter (H in DESIGN.md section 5) reads one file as a stream and yields normalized items one record at
-a time, so memory stays constant in the number of records. A record it cannot read becomes a `Quarantine`
-item naming the file, the record and the field; the adapter then goes on with the next record.
+An adapter reads one source (`adapters.source`: a file, bytes, a request body) as a stream and yields normalized
+items one record at a time, so memory stays constant in the number of records. A record it cannot read becomes a
+`Quarantine` item naming the source, the record and the field; the adapter then goes on with the next record.
 """
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from agent_factory import plugins
 from agent_factory.adapters.jsonguard import DepthScanner, mark_lone_surrogates
 from agent_factory.adapters.model import Conversation, OutcomeEvent, Span, Turn
-from agent_factory.adapters.source import decoded_head, encoding_hint
+from agent_factory.adapters.source import Source, as_source
 from agent_factory.errors import SpecError, UnknownNameError
 from agent_factory.frozen import Frozen
 
@@ -58,9 +58,16 @@ class Adapter(Protocol):
         """True if `head` (the first bytes of `path`) looks like this format."""
         ...
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
-        """Stream the file's records as normalized items (one item per record)."""
+    def read(self, source: Source) -> Iterator[AdapterItem]:
+        """Stream the source's records as normalized items (one item per record), reading its content decoded
+        (`Source.open_text`, `read_head`). An adapter written for `read(path)` is given a decoded file instead
+        (`Source.decoded`) unless it says it reads sources (`reads_sources`)."""
         ...
+
+
+READS_SOURCES = "reads_sources"
+"""The attribute (True) by which an adapter says its `read` and `line_items` take a `Source`; one without it was
+written for a path and is given a decoded file (the built-ins all read sources)."""
 
 
 LineItems = Callable[[str, Any], Iterator[AdapterItem]]
@@ -73,11 +80,13 @@ class LineAdapter(Adapter, Protocol):
     ingest may then parse a large file's lines in worker processes (`factory.ingest_lines`), with the items, their
     order and every quarantine exactly as `read` gives them."""
 
-    def line_items(self, path: Path) -> LineItems | None:
-        """How one line of `path` is read, if `path` is JSON lines this adapter reads line by line (after
+    def line_items(self, source: Source) -> LineItems | None:
+        """How one line of `source` is read, if it is JSON lines this adapter reads line by line (after
         `adapters.jsonio.json_line`); None when it is read some other way (`read` is then the only way)."""
         ...
 
+
+AdapterT = TypeVar("AdapterT", bound=Adapter)
 
 DEFAULT_PRIORITY = 100
 """Sniffing priority of an adapter registered without one: after the built-ins (10-80), which are specific."""
@@ -88,12 +97,19 @@ def _instance(ep: EntryPoint) -> object:
     return obj() if isinstance(obj, type) else obj  # an adapter class is instantiated without arguments
 
 
-plugins.expect("adapter", lambda o: isinstance(o, Adapter), "an Adapter (name, description, sniff, read)")
-plugins.set_entry_point_loader("adapter", _instance)
+ADAPTER_KIND = plugins.KindSpec(check=lambda o: isinstance(o, Adapter),
+                                what="an Adapter (name, description, sniff, read)", loader=_instance)
+"""The `adapter` kind (`plugins.KIND_SPECS` names it): an entry point's class is instantiated."""
+
+
+def declare(adapter: AdapterT, *, priority: int = DEFAULT_PRIORITY) -> AdapterT:
+    """Tag an adapter with its name and sniffing priority (a lower `priority` sniffs it earlier; ties: by name):
+    a registry registers it when it loads the entry-point module defining it (`adapters.builtin`)."""
+    return plugins.tag("adapter", adapter.name, adapter, metadata={"priority": priority})
 
 
 def register(adapter: Adapter, *, priority: int = DEFAULT_PRIORITY) -> Adapter:
-    """Add an adapter to the registry under its name; a lower `priority` sniffs it earlier (ties: by name)."""
+    """Add an adapter to the registry in use under its name, at run time (`priority` as in `declare`)."""
     return plugins.register("adapter", adapter.name, adapter, metadata={"priority": priority})
 
 
@@ -116,12 +132,12 @@ def get_adapter(name: str) -> Adapter:
         raise UnknownNameError("format", name, e.valid) from None
 
 
-def read_head(path: Path, n: int = HEAD_BYTES) -> bytes:
-    """The first `n` bytes of a file as sniffers and layout checks see them: decompressed and decoded to UTF-8
-    as the adapters will read it (`adapters.source`), cut where the JSON nesting first goes over `MAX_NESTING`
-    (such a record is quarantined when read; ijson's per-event prefixes would make sniffing it quadratic, and
-    `json` would recurse through it), lone surrogate escapes marked (`jsonguard`)."""
-    return _sniffable(decoded_head(path, n)[0])
+def read_head(source: Source | Path, n: int = HEAD_BYTES) -> bytes:
+    """The first `n` bytes of a source (or a file) as sniffers and layout checks see them: decompressed and
+    decoded to UTF-8 as the adapters will read it (`adapters.source`), cut where the JSON nesting first goes over
+    `MAX_NESTING` (such a record is quarantined when read; ijson's per-event prefixes would make sniffing it
+    quadratic, and `json` would recurse through it), lone surrogate escapes marked (`jsonguard`)."""
+    return _sniffable(as_source(source).head(n)[0])
 
 
 def _sniffable(head: bytes) -> bytes:
@@ -138,18 +154,21 @@ def cut_at_depth(head: bytes, limit: int = MAX_NESTING) -> bytes:
     return head if at is None else head[:at]
 
 
-def detect(path: Path) -> Adapter:
-    """Find the adapter for a file by sniffing its first bytes; `SpecError` if none matches."""
+def detect(source: Source | Path) -> Adapter:
+    """Find the adapter for a source (or a file) by sniffing its first bytes, decoded; `SpecError` if none
+    matches."""
+    src = as_source(source)
     order = _sniff_order()
-    head, broken = decoded_head(path, HEAD_BYTES)
+    head, broken = src.head(HEAD_BYTES)
     head = _sniffable(head)  # only up to absurd nesting
+    sniffed_as = Path(src.id)  # what a sniffer is told the source is called (none reads it)
     if not head.strip():
-        raise SpecError(f"{path}: {broken or 'file is empty'}; nothing to ingest")
+        raise SpecError(f"{src.id}: {broken or 'file is empty'}; nothing to ingest")
     for _name, adapter in order:
-        if adapter.sniff(head, path):
+        if adapter.sniff(head, sniffed_as):
             return adapter
-    hint = encoding_hint(path)
+    hint = src.encoding_hint()
     raise SpecError(
-        f"{path}: unknown format (no adapter recognised the first {len(head)} bytes); "
+        f"{src.id}: unknown format (no adapter recognised the first {len(head)} bytes); "
         + (f"{hint}; or " if hint else "") + f"pass --format with one of: {', '.join(n for n, _ in order)}"
     )

@@ -18,6 +18,7 @@ from agent_factory.adapters.base import AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.chat_messages import ROLES, convert_messages
 from agent_factory.adapters.model import Conversation, OutcomeEvent
+from agent_factory.adapters.source import Source
 from agent_factory.digest import digest
 
 _RECORD_KEYS = ("messages", "traj", "steps")
@@ -84,6 +85,7 @@ class OpenAIChatAdapter:
 
     name = "openai-chat"
     description = "OpenAI chat messages (JSON lines / array): one conversation per message list or {messages} record"
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """A message list, or an object whose `messages` is one, as the first record."""
@@ -92,9 +94,9 @@ class OpenAIChatAdapter:
             return "traj" not in rec and "steps" not in rec and _looks_like_messages(rec.get("messages"))
         return isinstance(rec, list) and bool(rec) and is_message(rec[0])
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Stream conversations; bad records become `Quarantine` items."""
-        return read_conversations(path, _chat_conversation, kind="conversation", is_item=is_message)
+        return read_conversations(source, _chat_conversation, kind="conversation", is_item=is_message)
 
 
 def _tau_conversation(value: Any) -> Conversation:
@@ -154,15 +156,16 @@ class TauBenchAdapter:
 
     name = "tau-bench"
     description = "tau-bench trajectories: JSON array of {task_id, trial, reward, info, traj}"
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """An array (or lines) whose first object has `traj` and `task_id`."""
         rec = first_record(head, is_item=is_message)
         return isinstance(rec, dict) and "traj" in rec and "task_id" in rec
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Stream trajectories; bad records become `Quarantine` items."""
-        return read_conversations(path, _tau_conversation, kind="conversation", is_item=is_message)
+        return read_conversations(source, _tau_conversation, kind="conversation", is_item=is_message)
 
 
 __all__ = ["ROLES", "OpenAIChatAdapter", "TauBenchAdapter", "is_message"]

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem, Quarantine, read_head
 from agent_factory.adapters.jsonio import iter_json_array, iter_json_lines
 from agent_factory.adapters.model import Conversation
-from agent_factory.adapters.source import shown
+from agent_factory.adapters.source import Source, as_source
 from agent_factory.digest import canonical_json
 
 Layout = Literal["lines", "array", "document"]
@@ -137,21 +137,23 @@ def first_record(head: bytes, *, is_item: ItemTest = never) -> Any:
     return value
 
 
-def iter_records(path: Path, *, is_item: ItemTest = never) -> Iterator[tuple[str, Any] | Quarantine]:
-    """Stream a file's records as `("line N" | "record N", value)` pairs or `Quarantine` items."""
-    layout = detect_layout(read_head(path), is_item=is_item)
+def iter_records(source: Source | Path, *, is_item: ItemTest = never) -> Iterator[tuple[str, Any] | Quarantine]:
+    """Stream a source's records as `("line N" | "record N", value)` pairs or `Quarantine` items."""
+    src = as_source(source)
+    layout = detect_layout(read_head(src), is_item=is_item)
     if layout == "lines":
-        return iter_json_lines(path)
-    return iter_json_array(path, "item" if layout == "array" else "")
+        return iter_json_lines(src)
+    return iter_json_array(src, "item" if layout == "array" else "")
 
 
 def read_conversations(
-    path: Path, convert: Callable[[Any], Conversation], *, kind: str, is_item: ItemTest = never,
+    source: Source | Path, convert: Callable[[Any], Conversation], *, kind: str, is_item: ItemTest = never,
 ) -> Iterator[AdapterItem]:
-    """Stream a file's records through `convert`; a `RecordProblem` or a reused id becomes a `Quarantine`."""
-    source = shown(path)
+    """Stream a source's records through `convert`; a `RecordProblem` or a reused id becomes a `Quarantine`."""
+    src = as_source(source)
+    name = src.id
     seen = SeenIds()
-    for item in iter_records(path, is_item=is_item):
+    for item in iter_records(src, is_item=is_item):
         if isinstance(item, Quarantine):
             yield item
             continue
@@ -159,11 +161,11 @@ def read_conversations(
         try:
             conv = convert(value)
         except RecordProblem as p:
-            yield Quarantine(source=source, location=location, field=p.field, message=p.message)
+            yield Quarantine(source=name, location=location, field=p.field, message=p.message)
             continue
         first = seen.add(conv.id, location)
         if first is not None:
-            yield Quarantine(source=source, location=location, field="id",
+            yield Quarantine(source=name, location=location, field="id",
                              message=f"duplicate {kind} id {conv.id!r}: already used at {first}")
             continue
         yield conv

@@ -45,7 +45,7 @@ from agent_factory.adapters.jsonguard import (
 from agent_factory.adapters.jsontext import REFUSED, fast_loads, parse_json_text
 from agent_factory.adapters.jsontext import loads as loads
 from agent_factory.adapters.jsontext import loads_embedded as loads_embedded
-from agent_factory.adapters.source import encoding_hint, shown
+from agent_factory.adapters.source import Source, as_source
 from agent_factory.frozen import Frozen
 
 MAX_FIELD_CHARS = 8 * 1024 * 1024
@@ -99,7 +99,7 @@ _READING: ContextVar[_Reading] = ContextVar("adapters_jsonio_reading", default=_
 def reading(limits: FieldLimits) -> Iterator[list[FieldCut]]:
     """Read with `limits` inside the block; the list it yields collects every field cut meanwhile.
 
-    Adapters keep their `read(path)` signature: the readers below look the limits up here, so ingest sets
+    Adapters keep their `read(source)` signature: the readers below look the limits up here, so ingest sets
     them once around a file instead of every adapter passing them down.
     """
     cuts: list[FieldCut] = []
@@ -225,11 +225,11 @@ def too_deep_message(e: TooDeep, *, document: bool) -> str:
 
 
 class Hinted:
-    """Adds a file's encoding hint (`adapters.source.encoding_hint`, looked up once) to a quarantine that says
-    the file is not UTF-8."""
+    """Adds a source's encoding hint (`Source.encoding_hint`, looked up once) to a quarantine that says the
+    source is not UTF-8."""
 
-    def __init__(self, path: Path) -> None:
-        self._path = path
+    def __init__(self, source: Source | Path) -> None:
+        self._source = as_source(source)
         self._hint: str | None = None
         self._looked = False
 
@@ -238,7 +238,7 @@ class Hinted:
         if "utf-8" not in q.message.lower():
             return q
         if not self._looked:
-            self._hint, self._looked = encoding_hint(self._path), True
+            self._hint, self._looked = self._source.encoding_hint(), True
         return q if self._hint is None else q.model_copy(update={"message": f"{q.message}; {self._hint}"})
 
 
@@ -267,11 +267,13 @@ def iter_lines(f: BinaryIO, block: int = 1 << 20) -> Iterator[tuple[int, bytes]]
         yield lineno + 1, b"".join(pending)
 
 
-def iter_json_lines(path: Path) -> Iterator[tuple[str, Any] | Quarantine]:
-    """One JSON value per non-blank line; yields `("line N", value)` or a `Quarantine` for that line."""
-    source = shown(path)
-    hinted = Hinted(path)
-    with open(path, "rb") as f:
+def iter_json_lines(given: Source | Path) -> Iterator[tuple[str, Any] | Quarantine]:
+    """One JSON value per non-blank line of a source (decoded); yields `("line N", value)` or a `Quarantine` for
+    that line."""
+    src = as_source(given)
+    source = src.id
+    hinted = Hinted(src)
+    with src.open_text() as f:
         for lineno, raw in iter_lines(f):
             item = json_line(raw, lineno=lineno, source=source)
             if item is not None:
@@ -306,10 +308,11 @@ def json_line(raw: bytes, *, lineno: int, source: str) -> tuple[str, Any] | Quar
 
 
 @contextmanager
-def open_document(path: Path) -> Iterator[BoundedJson]:
-    """`path` opened for ijson within the bounds of every reader (`jsonguard.BoundedJson`): lone surrogate escapes
-    and containers nested deeper than `MAX_DEPTH` marked (pass it to `limit_record` as `marks`)."""
-    with open(path, "rb") as f:
+def open_document(given: Source | Path) -> Iterator[BoundedJson]:
+    """A source (decoded) opened for ijson within the bounds of every reader (`jsonguard.BoundedJson`): lone
+    surrogate escapes and containers nested deeper than `MAX_DEPTH` marked (pass it to `limit_record` as
+    `marks`)."""
+    with as_source(given).open_text() as f:
         yield BoundedJson(f)
 
 
@@ -331,16 +334,17 @@ JSONError)."""
 
 
 def iter_json_array(
-    path: Path, prefix: str = "item", *, label: str = "record",
+    given: Source | Path, prefix: str = "item", *, label: str = "record",
 ) -> Iterator[tuple[str, Any] | Quarantine]:
     """Stream the items under `prefix` of one JSON document (ijson); `("record N", item)` pairs.
 
     A syntax error (truncated file, invalid UTF-8, bare NaN) or nesting over `MAX_DEPTH` ends the stream with
     one `Quarantine` that names the record index reached: the records before it are kept.
     """
-    source = shown(path)
+    src = as_source(given)
+    source = src.id
     done = 0
-    with open_document(path) as f:
+    with open_document(src) as f:
         try:
             for obj in ijson.items(f, prefix, use_float=True):
                 location = f"{label} {done}"
@@ -348,4 +352,4 @@ def iter_json_array(
                 item = limit_record(obj, source=source, location=location, marks=f)
                 yield item if isinstance(item, Quarantine) else (location, item)
         except DOCUMENT_ERRORS as e:
-            yield Hinted(path)(document_error(e, source=source, location=f"{label} {done}"))
+            yield Hinted(src)(document_error(e, source=source, location=f"{label} {done}"))

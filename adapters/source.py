@@ -1,231 +1,183 @@
-"""A source file as every adapter reads it: decompressed and decoded to UTF-8 once, before any adapter sees it.
+"""What ingest reads: a source, bytes that arrive from somewhere (a file, bytes in memory, an HTTP request body),
+each with an id and a digest, read by the adapters decoded once (`adapters.decoding`: gzip, byte-order marks,
+UTF-16/32) whatever its kind.
 
-Users' tools write traces in more than UTF-8: PowerShell and Notepad put a UTF-8 byte-order mark before a
-document, Windows tools write UTF-16 with one, and exports are gzipped (`.json.gz`, `.jsonl.gz`). `decoded(path)`
-yields a file the adapters can read as they read any: for gzip (magic bytes `1f 8b`, whatever the name) a
-temporary decompressed copy; for a byte-order mark (UTF-8, UTF-16, UTF-32) or BOM-less UTF-16/32 JSON (told by
-its NUL bytes, RFC 4627) a temporary UTF-8 copy without the mark; else the file itself. It is streamed a block at
-a time, so memory does not grow with the file, into a temporary directory deleted when the block ends.
-
-Messages and stored paths name the original file: readers name a file by `shown(path)`, which gives the original
-of a decoded copy. What could not be decoded (a gzip stream cut short, bytes that are not UTF-16) ends the copy
-there and is told by `problem(path)`, for ingest to report. A file that is not UTF-8 at all (cp1252, GB18030) is
-read as it is and fails where it fails; `encoding_hint` says what it looks like, for those messages.
+A source's `id` is what the store records and messages name (a file's path as given, as it always was; else the
+caller's name); its `digest` is the sha256 of its bytes as they arrived, so the same bytes are the same source.
+Adapters read a source through `open_text` (its content decoded, as a binary stream) and `head` (its first
+bytes decoded, for sniffing); they take a plain path too (`as_source`).
 """
 
 from __future__ import annotations
 
-import codecs
-import tempfile
-import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from itertools import chain
+import hashlib
+import io
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-BLOCK = 1 << 20
-"""Bytes read (and decoded) at a time."""
-HINT_BYTES = 65536
-"""How much of a file `encoding_hint` looks at."""
+from pydantic import Field, field_validator, model_validator
 
-_BOMS = (  # longest first: the UTF-32 LE mark starts with the UTF-16 LE one
-    (codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"),
+from agent_factory.adapters.decoding import (
+    BLOCK,
+    GZIP_MAGIC,
+    HINT_BYTES,
+    decoded,
+    decoded_copy,
+    decoded_head,
+    decoded_size,
+    encoding_hint,
+    head_of,
+    hint_for,
+    noting_problems,
+    open_decoded,
+    problem,
+    shown,
+    text_encoding,
 )
-_GZIP = b"\x1f\x8b"
-_NAMES = {"utf-8": "UTF-8", "utf-16-le": "UTF-16 LE", "utf-16-be": "UTF-16 BE", "utf-32-le": "UTF-32 LE",
-          "utf-32-be": "UTF-32 BE"}
+from agent_factory.frozen import Frozen
 
 
-@dataclass(frozen=True)
-class _Copy:
-    original: str
-    problem: str | None
+class Source(Frozen, ABC):
+    """What ingest reads: bytes that arrive from somewhere (a file, a request body, a task run), each with the
+    `id` the store records it under and the `digest` of its bytes, decoded here once (gzip, byte-order marks,
+    UTF-16/32) whatever the adapter that reads it."""
 
+    format: str | None = None
+    """The adapter (registry name) the caller knows the content to be read with; None: sniffed from its head."""
 
-_COPIES: dict[str, _Copy] = {}
-"""The decoded copies alive (inside a `decoded` block), by their path."""
+    @property
+    @abstractmethod
+    def id(self) -> str:
+        """What the store records as the source and messages name: a file's path as given, else the caller's name."""
 
+    @abstractmethod
+    def open_raw(self) -> BinaryIO:
+        """The bytes as they arrived (maybe compressed, in their own encoding), opened for reading from the start
+        (seekable: their head is looked at first)."""
 
-def shown(path: Path) -> str:
-    """The name messages give `path`: the original file of a decoded copy, else `path` itself."""
-    copy = _COPIES.get(str(path))
-    return copy.original if copy else str(path)
+    def digest(self) -> str:
+        """sha256 of the bytes as they arrived: the same content is the same source, whatever its name."""
+        h = hashlib.sha256()
+        with self.open_raw() as f:
+            for chunk in iter(lambda: f.read(BLOCK), b""):
+                h.update(chunk)
+        return h.hexdigest()
 
+    def head(self, n: int) -> tuple[bytes, str | None]:
+        """The first `n` bytes (at most) of the decoded content, and what stopped decoding them early."""
+        with self.open_raw() as raw:
+            return head_of(raw, n)
 
-def problem(path: Path) -> str | None:
-    """Why a decoded copy ends before its original did (a broken gzip stream, bytes of no character), if it does."""
-    copy = _COPIES.get(str(path))
-    return copy.problem if copy else None
-
-
-def text_encoding(head: bytes) -> tuple[str | None, int]:
-    """The encoding of a JSON text that is not plain UTF-8, from its first bytes: by its byte-order mark, or by
-    the NUL bytes UTF-16/32 give its first (ASCII) characters; with the length of the mark. (None, 0) for UTF-8
-    without a mark, or anything else."""
-    for bom, name in _BOMS:
-        if head.startswith(bom):
-            return name, len(bom)
-    if len(head) >= 4:
-        z = [b == 0 for b in head[:4]]
-        if z == [True, True, True, False]:
-            return "utf-32-be", 0
-        if z == [True, False, True, False]:
-            return "utf-16-be", 0
-        if z == [False, True, True, True]:
-            return "utf-32-le", 0
-        if z == [False, True, False, True]:
-            return "utf-16-le", 0
-    return None, 0
-
-
-@contextmanager
-def decoded(path: Path) -> Iterator[Path]:
-    """`path` as UTF-8 without a byte-order mark, decompressed: the file itself when it is that already, else a
-    temporary copy (named like the original, less `.gz`) that lives as long as the block."""
-    with open(path, "rb") as f:
-        magic = f.read(4)
-    compressed = magic.startswith(_GZIP)
-    if not compressed:
-        encoding, _ = text_encoding(magic)
-        if encoding is None:
-            yield path
-            return
-    with tempfile.TemporaryDirectory(prefix="agent-factory-") as tmp:
-        out = Path(tmp) / (path.name.removesuffix(".gz") or "source")
-        _COPIES[str(out)] = _Copy(str(path), _copy(path, out, compressed=compressed))
+    def encoding_hint(self) -> str | None:
+        """What the content looks like when it is not UTF-8 (`encoding_hint`), for messages."""
         try:
-            yield out
-        finally:
-            _COPIES.pop(str(out), None)
-
-
-class _Gunzip:
-    """The decompressed blocks of a gzip file (every member of it), a block at a time however much a block
-    inflates; a stream that breaks or ends early stops them, and `problem` says where."""
-
-    def __init__(self, raw: BinaryIO) -> None:
-        self._raw = raw
-        self.done = 0
-        self.problem: str | None = None
-
-    def __iter__(self) -> Iterator[bytes]:
-        d = zlib.decompressobj(wbits=31)
-        data = self._raw.read(BLOCK)
-        try:
-            while data:
-                out = d.decompress(data, BLOCK)
-                self.done += len(out)
-                if out:
-                    yield out
-                if d.eof:  # a member ends; another may follow (zero padding does not count)
-                    data = d.unused_data or self._raw.read(BLOCK)
-                    if not data.strip(b"\0"):
-                        return
-                    d = zlib.decompressobj(wbits=31)
-                else:
-                    data = d.unconsumed_tail or self._raw.read(BLOCK)
-            tail = d.flush()  # output zlib held back for want of room, the input all read
-            self.done += len(tail)
-            if tail:
-                yield tail
-            if not d.eof:
-                self.problem = (f"the gzip stream ends early, after {self.done} bytes of content: the file is cut "
-                                "short")
-        except zlib.error as e:
-            self.problem = (f"the gzip stream is broken after {self.done} bytes of content ({e}); what follows is "
-                            "not read")
-
-
-def _copy(src: Path, out: Path, *, compressed: bool) -> str | None:
-    """Write `src` to `out` decompressed and as UTF-8 without a mark; what stopped the copy early, if anything."""
-    with open(src, "rb") as raw, open(out, "wb") as dst:
-        gz = _Gunzip(raw) if compressed else None
-        blocks = iter(gz) if gz is not None else iter(lambda: raw.read(BLOCK), b"")
-        head = b""
-        for data in blocks:
-            head += data
-            if len(head) >= 4:
-                break
-        encoding, skip = text_encoding(head)
-        rest = chain([head[skip:]], blocks)
-        bad = None
-        if encoding in (None, "utf-8"):
-            for data in rest:
-                dst.write(data)
-        else:
-            bad = _transcode(rest, dst, skip, encoding)
-        return (gz.problem if gz is not None else None) or bad
-
-
-def _transcode(blocks: Iterator[bytes], dst: BinaryIO, done: int, encoding: str) -> str | None:
-    """Decode `blocks` from `encoding` into UTF-8 on `dst`; `done` is the offset of the first block. Stops at the
-    first byte of no character, and says where."""
-    decoder = codecs.getincrementaldecoder(encoding)("strict")
-    unit = 2 if "16" in encoding else 4
-    for data, final in chain(((d, False) for d in blocks), [(b"", True)]):
-        pending: bytes = getattr(decoder, "buffer", b"")
-        try:
-            dst.write(decoder.decode(data, final=final).encode("utf-8"))
-        except UnicodeDecodeError as e:
-            good = (pending + data)[:e.start]
-            dst.write(codecs.decode(good[:len(good) - len(good) % unit], encoding).encode("utf-8"))
-            at = done - len(pending) + e.start
-            name = _NAMES.get(encoding, encoding)
-            return f"the file is not valid {name} at byte {at} ({e.reason}); what follows is not read"
-        done += len(data)
-    return None
-
-
-def decoded_head(path: Path, n: int) -> tuple[bytes, str | None]:
-    """The first `n` bytes (at most) of what `decoded(path)` gives, without writing a copy, and what stopped
-    decoding them early (for sniffing: a character cut by the end of the head is dropped)."""
-    with open(path, "rb") as raw:
-        data = raw.read(max(n, 4))
-        compressed = data.startswith(_GZIP)
-        if not compressed and text_encoding(data)[0] is None:
-            return data[:n], None
-        gz = None
-        if compressed:
-            raw.seek(0)
-            gz, data = _Gunzip(raw), b""
-            for block in gz:
-                data += block
-                if len(data) >= 4 * n + 4:
-                    break
-    encoding, skip = text_encoding(data)
-    data = data[skip:]
-    if encoding not in (None, "utf-8"):
-        unit = 2 if "16" in encoding else 4
-        text = codecs.decode(data[:4 * n][:len(data[:4 * n]) // unit * unit], encoding, "replace")
-        data = text.encode("utf-8")
-    return data[:n], gz.problem if gz is not None else None
-
-
-def encoding_hint(path: Path) -> str | None:
-    """What a file that is not UTF-8 looks like, as the end of a message (`charset_normalizer` on the first
-    `HINT_BYTES` of it, decompressed); None when those bytes are UTF-8 (a character cut by their end is no
-    reason), or are UTF-16 or -32 with a mark (`decoded` reads those)."""
-    try:
-        head, _ = decoded_head(path, HINT_BYTES)
-    except OSError:
-        return None
-    try:
-        head.decode("utf-8")
-        return None
-    except UnicodeDecodeError as e:
-        if e.reason == "unexpected end of data" and len(head) == HINT_BYTES:
+            head, _ = self.head(HINT_BYTES)
+        except OSError:
             return None
-    from charset_normalizer import from_bytes  # a second's import, paid only for a file that is not UTF-8
+        return hint_for(head)
 
-    names: list[str] = []
-    for match in from_bytes(head):
-        name = codecs.lookup(match.encoding).name
-        if name not in names and name not in ("utf-8", "ascii"):
-            names.append(name)
-    if not names:
-        return "the file is not UTF-8 text: convert it to UTF-8"
-    more = f" (or {', '.join(names[1:3])})" if len(names) > 1 else ""
-    return f"the file is not UTF-8 but looks like {names[0]}{more}: convert it to UTF-8 (iconv -f {names[0]} -t utf-8)"
+    def open_text(self) -> BinaryIO:
+        """The content decompressed and as UTF-8 without a mark, as a binary stream (`open_decoded`): what adapters
+        read. Inside a `noting_problems` block, what stopped decoding early is noted when it is closed."""
+        return open_decoded(self.open_raw())
+
+    def size_hint(self) -> int:
+        """About how many bytes `open_text` gives (`decoded_size`), for choosing how to read it."""
+        with self.open_raw() as raw:
+            return decoded_size(raw)
+
+    @abstractmethod
+    def decoded(self) -> AbstractContextManager[Path]:
+        """The content decompressed and as UTF-8 without a mark, as a file (for an adapter that reads only files:
+        `shown` gives this source's `id` for it, `problem` what stopped decoding), alive as long as the block."""
+
+
+class FileSource(Source):
+    """A file on disk, read where it lies unless it needs decoding."""
+
+    path: Path
+    """The file, as given (its string is the source id, as it always was)."""
+
+    @property
+    def id(self) -> str:
+        """The path as given."""
+        return shown(self.path)
+
+    def open_raw(self) -> BinaryIO:
+        """The file opened for reading bytes."""
+        return open(self.path, "rb")
+
+    def decoded(self) -> AbstractContextManager[Path]:
+        """The file itself, or a decoded copy (`decoded`)."""
+        return decoded(self.path)
+
+
+class BytesSource(Source):
+    """Bytes already in memory (a task run's log, a test's content), under a name the caller gives."""
+
+    name: str = Field(min_length=1)
+    """The source id: what the store records and messages name (unique per distinct stream of records: two
+    sources under one name are two versions of one source)."""
+    data: bytes
+    """The content as it arrived: plain, gzip, with a byte-order mark or UTF-16/32 are all read."""
+
+    @property
+    def id(self) -> str:
+        """The caller's name."""
+        return self.name
+
+    def open_raw(self) -> BinaryIO:
+        """The bytes as a stream."""
+        return io.BytesIO(self.data)
+
+    def decoded(self) -> AbstractContextManager[Path]:
+        """A temporary file of the decoded content."""
+        return decoded_copy(self.open_raw, shown_as=self.name, name="body")
+
+
+JSON_MEDIA_TYPES = ("application/json", "application/x-ndjson", "application/jsonl")
+"""Content types a request body may carry (OTLP/HTTP sends `application/json`)."""
+CONTENT_ENCODINGS = ("identity", "gzip", "x-gzip")
+"""Content encodings a request body may carry (gzip is what OTLP exporters compress with)."""
+
+
+class RequestBody(BytesSource):
+    """The body of an HTTP request (what an OTLP/HTTP receiver takes in), with the headers that say how to read
+    it: a JSON content type, and gzip or no content encoding."""
+
+    content_type: str = "application/json"
+    """The `Content-Type` header; its parameters (`; charset=utf-8`) are not needed: the bytes tell the encoding."""
+    content_encoding: str | None = None
+    """The `Content-Encoding` header: `gzip` (also `x-gzip`), `identity` or None."""
+
+    @field_validator("content_type")
+    @classmethod
+    def _json_only(cls, v: str) -> str:
+        media = v.split(";", 1)[0].strip().lower()
+        if media not in JSON_MEDIA_TYPES:
+            raise ValueError(f"content type {v!r} is not read (protobuf bodies are not); valid: "
+                             f"{', '.join(JSON_MEDIA_TYPES)}")
+        return v
+
+    @model_validator(mode="after")
+    def _encoding_matches(self) -> RequestBody:
+        enc = (self.content_encoding or "identity").strip().lower()
+        if enc not in CONTENT_ENCODINGS:
+            raise ValueError(f"content encoding {self.content_encoding!r} is not read; valid: "
+                             f"{', '.join(CONTENT_ENCODINGS)}")
+        if enc != "identity" and not self.data.startswith(GZIP_MAGIC):
+            raise ValueError(f"content encoding {self.content_encoding!r} but the body is not gzip (it does not "
+                             "start with the gzip magic bytes 1f 8b)")
+        return self
+
+
+def as_source(given: Source | Path) -> Source:
+    """A source as given, or a path as a `FileSource` (readers take either)."""
+    return given if isinstance(given, Source) else FileSource(path=given)
+
+
+__all__ = ["BLOCK", "CONTENT_ENCODINGS", "HINT_BYTES", "JSON_MEDIA_TYPES", "BytesSource", "FileSource", "RequestBody",
+           "Source", "as_source", "decoded", "decoded_head", "encoding_hint", "head_of", "hint_for",
+           "noting_problems", "open_decoded", "problem", "shown", "text_encoding"]

@@ -1,4 +1,4 @@
-"""Adapters for task-run logs (DESIGN.md section 10): the generic step log and the run contract.
+"""Adapters for task-run logs (docs/method.md section 10): the generic step log and the run contract.
 
 Both describe one agent run of one task as an ordered list of steps; each run becomes one Conversation
 with one Turn whose spans are the steps. The accepted schemas are the pydantic models below, so a record
@@ -45,6 +45,7 @@ from agent_factory.adapters.chat_io import (
     to_text,
 )
 from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, TokenUsage, Turn
+from agent_factory.adapters.source import Source
 from agent_factory.frozen import Frozen
 
 StepType = Literal["model_call", "tool_call", "reasoning", "thought", "retrieval", "embedding", "agent", "other"]
@@ -422,18 +423,19 @@ def looks_like_steplog(rec: Any) -> bool:
 
 
 class StepLogAdapter:
-    """Generic step logs of task runs (DESIGN.md section 10), one run per record."""
+    """Generic step logs of task runs (docs/method.md section 10), one run per record."""
 
     name = "step-log"
     description = "step log of task runs: {run_id, steps: [{index, type, started_at, ...}], success?}"
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """A run with `run_id` and `steps` that is not a run contract."""
         return looks_like_steplog(first_record(head))
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Stream runs as conversations; bad records become `Quarantine` items."""
-        return read_conversations(path, steplog_conversation, kind="run")
+        return read_conversations(source, steplog_conversation, kind="run")
 
 
 class RunContractAdapter:
@@ -441,11 +443,12 @@ class RunContractAdapter:
 
     name = "run-contract"
     description = "run contract: {run_id|contract_id, task?, steps: [{type: thought|tool_call|final_output}], outcome?}"
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """A record whose steps are typed thought / tool_call / final_output only."""
         return looks_like_contract(first_record(head))
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Stream contracts as conversations; bad records become `Quarantine` items."""
-        return read_conversations(path, contract_conversation, kind="run")
+        return read_conversations(source, contract_conversation, kind="run")

@@ -28,6 +28,7 @@ from agent_factory.adapters.assemble import REQUEST_SOURCE
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
+from agent_factory.adapters.source import Source
 from agent_factory.digest import digest
 
 HUMAN_ROLES = frozenset({"human"})
@@ -224,6 +225,7 @@ class WhoWhenAdapter:
 
     name = "who-and-when"
     description = "Who&When multi-agent failure logs: {question, history: [{role, name?, content}], mistake_*}"
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """A record with a `history` of role/content messages and a Who&When key beside it; or, when the head
@@ -246,9 +248,9 @@ class WhoWhenAdapter:
             for m in history
         )
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Stream records; bad ones become `Quarantine` items."""
-        return read_conversations(path, who_when_conversation, kind="conversation")
+        return read_conversations(source, who_when_conversation, kind="conversation")
 
 
 __all__ = ["WhoWhenAdapter", "who_when_conversation"]

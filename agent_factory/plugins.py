@@ -4,295 +4,190 @@ Part of the kernel: it imports no layer. Each layer owns the meaning of its kind
 typed function (`adapters.base.get_adapter`, `evaluators.core.registry.get_rule`, ...); this module only keeps
 names, objects and their `RegistryInfo` (kind, name, version, metadata), inspect_ai style.
 
-Objects get here two ways, the same for the project's built-ins and for third parties:
+A `Registry` is an explicit object, built from the entry points on first use; nothing registers when a module
+is imported, so the order of imports cannot change what a name means and two registries (two suites in one
+process, a worker) never see each other's plugins. `registry()` is the one in use: the one `using(...)` set in
+this context, else the process's own, made on the first lookup (importing the package makes none).
 
-- `register(kind, name, obj)` or its decorator form `@registered(kind, name)`, run when a module is imported;
+Objects get into a registry three ways, the same for the project's built-ins and for third parties:
+
 - the entry-point groups in `GROUPS`, read lazily (importlib.metadata) on the first `lookup`, `names` or
-  `infos` of their kind. An entry point names either a module (`pkg.rules`), imported then, which registers
-  what it defines; or one object (`pkg:SPEC`), registered under the entry point's name when that name is first
-  looked up, so a broken third-party object never stops the others.
+  `infos` of their kind. An entry point names either a module (`pkg.rules`), whose objects tagged with this
+  kind (`tag`, or a layer's decorator such as `@rule`) are registered then; or one object (`pkg:SPEC`),
+  registered under the entry point's name when that name is first looked up, so a broken third-party object
+  never stops the others;
+- what the kind's `KindSpec` lists as built-in (packs are data files, the default redactor a class);
+- `register(kind, name, obj)`, called at run time (tests and experiments that add a plugin on purpose).
 
-The built-ins are entry points of this project's own distribution (pyproject.toml), so no lookup depends on a
-package `__init__` having been imported first (packs are data files: the loader registers its built-ins).
+What a kind is (the check its objects pass, how an entry point becomes one, its built-ins) is a `KindSpec` the
+owning layer declares as a module constant, named in `KIND_SPECS` and read when the kind is first used.
 Registering a taken name with another object is a `UsageError`; two entry points giving one name, a plugin
 that cannot be imported or gives the wrong object, is a one-line `PluginError` naming the entry point and its
 group (a plugin module that failed to import is named when a lookup misses). An entry point never shadows a
-name registered in code.
+built-in or a name registered in code.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib.metadata import EntryPoint, entry_points
-from types import MappingProxyType, ModuleType
-from typing import Any, Literal, TypeVar, get_args
+from types import MappingProxyType
+from typing import Any, TypeVar
 
-from agent_factory.errors import PluginError, UnknownNameError, UsageError
+from agent_factory.plugin_registry import (
+    GROUPS,
+    INFO_ATTR,
+    KIND_SPECS,
+    KINDS,
+    BuiltIn,
+    EntryPointLoader,
+    Kind,
+    KindSpec,
+    Registry,
+    RegistryInfo,
+    check_kind,
+    kind_spec,
+    registry_info,
+)
 
-Kind = Literal["adapter", "rule", "component", "pack", "redactor", "executor", "renderer"]
-KINDS: tuple[Kind, ...] = get_args(Kind)
-
-GROUPS: Mapping[Kind, tuple[str, ...]] = MappingProxyType({
-    "adapter": ("agent_factory.adapters",),
-    "rule": ("agent_factory.rules",),
-    "component": ("agent_factory.components",),
-    # `agent_factory.knowledge_packs` is the group documented since the first release; both are read.
-    "pack": ("agent_factory.packs", "agent_factory.knowledge_packs"),
-    "redactor": ("agent_factory.redactors",),
-    "executor": ("agent_factory.executors",),
-    "renderer": ("agent_factory.renderers",),
-})
-"""Entry-point groups read for each kind, in order."""
-
-_BUILT_IN_KINDS: frozenset[str] = frozenset({"adapter", "rule", "component"})
-"""Kinds whose built-ins are entry points of this project's distribution (pyproject.toml)."""
-
-INFO_ATTR = "__registry_info__"
-"""The attribute a registered object carries its `RegistryInfo` in (when it accepts attributes)."""
+__all__ = [
+    "GROUPS", "INFO_ATTR", "KINDS", "KIND_SPECS", "BuiltIn", "EntryPointLoader", "Kind", "KindSpec", "Registry",
+    "RegistryInfo", "check_kind", "expect", "group_entry_points", "info", "infos", "items", "kind_entry_points",
+    "kind_spec", "load_entry_point", "lookup", "names", "origin", "process_registry_made", "register", "registered",
+    "registry", "registry_info", "reload", "set_entry_point_loader", "set_entry_point_source", "tag", "unregister",
+    "using",
+]
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class RegistryInfo:
-    """What the registry knows about one registered object."""
-
-    kind: Kind
-    """Which registry it is in."""
-    name: str
-    """Its name there, as users and suites write it."""
-    version: str = "1"
-    """The label of its meaning, bumped by hand; content digests (rules, analyses) are computed elsewhere."""
-    metadata: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
-    """What the kind declares (a rule's layers and parameters, an adapter's sniffing priority, ...)."""
-
-
-@dataclass(frozen=True)
-class _Entry:
-    info: RegistryInfo
-    obj: object
-
-
-EntryPointLoader = Callable[[EntryPoint], object]
-"""Turns an entry point into the object to register (default: `EntryPoint.load`)."""
-
-_ENTRIES: dict[Kind, dict[str, _Entry]] = {k: {} for k in KINDS}
-_LOADED: set[Kind] = set()
-_LOADERS: dict[Kind, EntryPointLoader] = {}
-_OBJECTS_ONLY: set[Kind] = set()
-_SOURCES: dict[Kind, Callable[[], Iterable[EntryPoint]]] = {}
-_PENDING: dict[Kind, dict[str, EntryPoint]] = {k: {} for k in KINDS}
-"""Entry points of one object each, by name, not loaded yet."""
-_CONFLICTS: dict[Kind, dict[str, str]] = {k: {} for k in KINDS}
-_BROKEN: dict[Kind, list[str]] = {k: [] for k in KINDS}
-"""Why plugin modules of a kind failed to import (reported with an unknown name)."""
-_ORIGINS: dict[Kind, dict[str, str]] = {k: {} for k in KINDS}
-"""Name -> value of the entry point it was loaded from (module entry points: not tracked, modules stay imported)."""
-_CHECKS: dict[Kind, tuple[Callable[[object], bool], str]] = {}
-
-
-def _kind(kind: str) -> Kind:
-    for k in KINDS:
-        if k == kind:
-            return k
-    raise UnknownNameError("plugin kind", kind, KINDS)
-
-
-def registry_info(obj: object) -> RegistryInfo | None:
-    """The `RegistryInfo` an object was tagged with when registered; None if it was not (or takes no tags)."""
-    info = getattr(obj, INFO_ATTR, None)
-    return info if isinstance(info, RegistryInfo) else None
-
-
-def register(kind: Kind, name: str, obj: T, *, version: str = "1", metadata: Mapping[str, Any] | None = None,
-             replace: bool = False) -> T:
-    """Register `obj` as `kind` `name` and return it. The same object (or an equal value) twice is a no-op;
-    another object under a taken name is a `UsageError` unless `replace` (tests and experiments that swap a
-    registration on purpose)."""
-    kind = _kind(kind)
-    check = _CHECKS.get(kind)
-    if check is not None and not check[0](obj):
-        raise UsageError(f"{kind} {name!r}: got {type(obj).__name__}, expected {check[1]}")
-    info = RegistryInfo(kind=kind, name=name, version=version, metadata=MappingProxyType(dict(metadata or {})))
-    taken = _ENTRIES[kind].get(name)
-    if taken is not None and not replace and not _same(taken.obj, obj):
-        raise UsageError(f"{kind} {name!r} registered twice: {_where(taken.obj)} and {_where(obj)}")
+def tag(kind: Kind, name: str, obj: T, *, version: str = "1", metadata: Mapping[str, Any] | None = None) -> T:
+    """Mark `obj` as `kind` `name` and return it: a registry registers it when it loads the entry-point module
+    that defines it. Changes nothing but the object (a layer's decorator, e.g. `@rule`, calls this)."""
+    info = RegistryInfo(kind=check_kind(kind), name=name, version=version,
+                        metadata=MappingProxyType(dict(metadata or {})))
     try:
         setattr(obj, INFO_ATTR, info)
-    except (AttributeError, TypeError):  # str, Path, slotted objects: the registry keeps the info alongside
+    except (AttributeError, TypeError):  # str, Path, slotted objects: only `register` can keep their info
         pass
-    _ENTRIES[kind][name] = _Entry(info, obj)
     return obj
 
 
 def registered(kind: Kind, name: str, *, version: str = "1",
                metadata: Mapping[str, Any] | None = None) -> Callable[[T], T]:
-    """Decorator form of `register`."""
+    """Decorator form of `tag`: the object is registered when a registry loads its module's entry point."""
 
     def deco(obj: T) -> T:
-        return register(kind, name, obj, version=version, metadata=metadata)
+        return tag(kind, name, obj, version=version, metadata=metadata)
 
     return deco
 
 
-def _same(a: object, b: object) -> bool:
-    if a is b:
-        return True
-    try:
-        return type(a) is type(b) and bool(a == b) and not callable(a)
-    except Exception:  # an object whose == raises is simply not the same
-        return False
-
-
-def _where(obj: object) -> str:
-    module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
-    return f"{module}.{qual}" if module and qual else repr(obj)
-
-
-def expect(kind: Kind, check: Callable[[object], bool], what: str) -> None:
-    """Declare what objects of `kind` must be (the layer owning the kind calls it); checked on registration."""
-    _CHECKS[_kind(kind)] = (check, what)
-
-
-def set_entry_point_loader(kind: Kind, loader: EntryPointLoader, *, objects_only: bool = False) -> None:
-    """How entry points of `kind` become objects, for a kind whose entry points are not plain objects (an
-    adapter class is instantiated, a pack may name a file). `objects_only`: every entry point of the kind gives
-    one object under its name, never a module. The loader's exceptions become the one-line `PluginError`."""
-    _LOADERS[_kind(kind)] = loader
-    if objects_only:
-        _OBJECTS_ONLY.add(_kind(kind))
-
-
-def set_entry_point_source(kind: Kind, source: Callable[[], Iterable[EntryPoint]]) -> None:
-    """Where the entry points of `kind` come from, when its layer keeps a replaceable source (default: the
-    installed entry points of `GROUPS[kind]`)."""
-    _SOURCES[_kind(kind)] = source
-
-
 def group_entry_points(group: str) -> tuple[EntryPoint, ...]:
-    """The installed entry points of `group`."""
+    """The installed entry points of `group` (the process registry reads them through this function)."""
     return tuple(entry_points(group=group))
 
 
+# ---- the registry in use --------------------------------------------------------------------------------
+
+_CURRENT: ContextVar[Registry | None] = ContextVar("agent_factory.plugins.registry", default=None)
+"""The registry `using(...)` set in this context (None: the process's own)."""
+
+
+class _Process:
+    """The process's own registry, made on the first lookup outside `using` (importing makes none)."""
+
+    registry: Registry | None = None
+
+
+def registry() -> Registry:
+    """The registry in use: the one `using(...)` set in this context, else the process's own (made now if this
+    is the first lookup; it reads the installed entry points late, through `group_entry_points`)."""
+    current = _CURRENT.get()
+    if current is not None:
+        return current
+    if _Process.registry is None:
+        _Process.registry = Registry(group_entry_points=lambda group: group_entry_points(group))
+    return _Process.registry
+
+
+def process_registry_made() -> bool:
+    """Whether the process's own registry exists yet (importing any module of the package makes none)."""
+    return _Process.registry is not None
+
+
+@contextmanager
+def using(reg: Registry) -> Iterator[Registry]:
+    """Look every name up in `reg` inside the block (this context and the tasks it starts), e.g. a run, a test
+    or a worker with plugins of its own."""
+    token = _CURRENT.set(reg)
+    try:
+        yield reg
+    finally:
+        _CURRENT.reset(token)
+
+
+# ---- the registry in use, by function (each layer wraps these in its own typed ones) --------------------
+
+
+def register(kind: Kind, name: str, obj: T, *, version: str = "1", metadata: Mapping[str, Any] | None = None,
+             replace: bool = False) -> T:
+    """`Registry.register` on the registry in use: at run time (a module declares its plugins with `tag`)."""
+    return registry().register(kind, name, obj, version=version, metadata=metadata, replace=replace)
+
+
+def expect(kind: Kind, check: Callable[[object], bool], what: str) -> None:
+    """Change what objects of `kind` must be, in the registry in use (a kind's layer declares it in its
+    `KindSpec`; this is for a test or an experiment)."""
+    registry().configure(kind, check=check, what=what)
+
+
+def set_entry_point_loader(kind: Kind, loader: EntryPointLoader, *, objects_only: bool = False) -> None:
+    """Change how entry points of `kind` become objects, in the registry in use (see `KindSpec.loader`)."""
+    registry().configure(kind, loader=loader, objects_only=objects_only)
+
+
+def set_entry_point_source(kind: Kind, source: Callable[[], Iterable[EntryPoint]]) -> None:
+    """Change where the entry points of `kind` come from, in the registry in use (see `KindSpec.source`)."""
+    registry().configure(kind, source=source)
+
+
 def kind_entry_points(kind: Kind) -> tuple[EntryPoint, ...]:
-    """The entry points of `kind`: its source's, or the installed ones of its groups, in `GROUPS` order."""
-    source = _SOURCES.get(_kind(kind))
-    if source is not None:
-        return tuple(source())
-    return tuple(ep for group in GROUPS[kind] for ep in group_entry_points(group))
-
-
-def _by_name(kind: Kind, ep: EntryPoint) -> bool:
-    """Whether an entry point provides one object under its own name (loaded when that name is looked up)
-    rather than a module registering several (imported when its kind is first used)."""
-    return kind in _OBJECTS_ONLY or ep.attr is not None
-
-
-def _where_ep(ep: EntryPoint) -> str:
-    return f"entry point {ep.name!r} = {ep.value!r} in group {ep.group!r}"
-
-
-def _load_entry_points(kind: Kind) -> None:
-    if kind in _LOADED:
-        return
-    _LOADED.add(kind)  # first, so a plugin module that looks its own kind up while importing does not recurse
-    eps = kind_entry_points(kind)
-    for ep in eps:
-        if not _by_name(kind, ep):
-            try:
-                load_entry_point(kind, ep)
-            except PluginError as e:  # one broken plugin module must not take the built-ins down with it
-                _BROKEN[kind].append(str(e))
-    # Objects by name come after the modules, and a name registered already (a built-in) is not shadowed: the
-    # entry point is ignored. Two entry points giving one name different values make that name an error.
-    for ep in eps:
-        if not _by_name(kind, ep) or ep.name in _ENTRIES[kind]:
-            continue
-        other = _PENDING[kind].setdefault(ep.name, ep)
-        if other.value != ep.value:
-            _CONFLICTS[kind][ep.name] = (f"{kind} {ep.name!r} is provided twice: by {_where_ep(other)} "
-                                         f"and {_where_ep(ep)}")
+    """The entry points of `kind`: its spec's source, or the installed ones of its groups, in `GROUPS` order."""
+    return registry().kind_entry_points(kind)
 
 
 def load_entry_point(kind: Kind, ep: EntryPoint) -> None:
     """Register what one entry point provides; a one-line `PluginError` naming it and its group if it cannot."""
-    where = _where_ep(ep)
-    try:
-        loader = _LOADERS.get(kind)
-        obj = loader(ep) if loader is not None else ep.load()
-    except Exception as e:  # third-party code: any failure becomes one line naming the plugin
-        raise PluginError(f"{where} failed to load: {type(e).__name__}: {e}".replace("\n", " ")) from e
-    if isinstance(obj, ModuleType):
-        # A module registers what it defines when imported; it must define at least one object of this kind.
-        if not any((i := registry_info(v)) is not None and i.kind == kind for v in vars(obj).values()):
-            raise PluginError(f"{where}: module {obj.__name__} registers no {kind}")
-        return
-    tagged = registry_info(obj)
-    if not (tagged is not None and tagged.kind == kind and tagged.name in _ENTRIES[kind]):
-        try:  # not registered yet by its own decorator: under the entry point's name
-            register(kind, ep.name, obj)
-        except UsageError as e:
-            raise PluginError(f"{where}: {e}") from None
-    _ORIGINS[kind][tagged.name if tagged is not None and tagged.kind == kind else ep.name] = ep.value
-
-
-def _resolve(kind: Kind, name: str) -> None:
-    if name in _CONFLICTS[kind]:
-        raise PluginError(_CONFLICTS[kind][name])
-    ep = _PENDING[kind].get(name)
-    if ep is not None:
-        load_entry_point(kind, ep)  # a broken one stays pending: every lookup of it says so
-        del _PENDING[kind][name]
+    registry().load_entry_point(kind, ep)
 
 
 def lookup(kind: Kind, name: str) -> object:
-    """The object registered as `kind` `name` (its entry point loaded now if it is one); an `UnknownNameError`
-    listing the valid names when there is none, a `PluginError` when its entry point cannot be loaded."""
-    kind = _kind(kind)
-    _load_entry_points(kind)
-    _resolve(kind, name)
-    try:
-        return _ENTRIES[kind][name].obj
-    except KeyError:
-        pass
-    if kind in _BUILT_IN_KINDS and not kind_entry_points(kind):  # e.g. a source tree never pip-installed
-        raise PluginError(f"unknown {kind} {name!r}: no entry point of group {GROUPS[kind][0]!r} is installed, "
-                          "not even this project's own; install agent-factory (pip install -e .)")
-    if _BROKEN[kind]:  # the name may be one a broken plugin module would have registered: say so
-        raise PluginError(f"unknown {kind} {name!r} (valid: {', '.join(names(kind))}); and "
-                          + "; ".join(_BROKEN[kind]))
-    raise UnknownNameError(kind, name, names(kind))
+    """The object registered as `kind` `name`; an `UnknownNameError` listing the valid names when there is none,
+    a `PluginError` when its entry point cannot be loaded."""
+    return registry().lookup(kind, name)
 
 
 def info(kind: Kind, name: str) -> RegistryInfo:
     """The `RegistryInfo` of `kind` `name` (errors as `lookup`)."""
-    lookup(kind, name)
-    return _ENTRIES[kind][name].info
+    return registry().info(kind, name)
 
 
 def origin(kind: Kind, name: str) -> str | None:
     """The value of the entry point `kind` `name` comes (or will come) from; None if registered in code."""
-    kind = _kind(kind)
-    _load_entry_points(kind)
-    pending = _PENDING[kind].get(name)
-    return pending.value if pending is not None else _ORIGINS[kind].get(name)
+    return registry().origin(check_kind(kind), name)
 
 
 def names(kind: Kind) -> list[str]:
     """The names of `kind`, sorted: registered ones and those of entry points not loaded yet."""
-    kind = _kind(kind)
-    _load_entry_points(kind)
-    return sorted(set(_ENTRIES[kind]) | set(_PENDING[kind]) | set(_CONFLICTS[kind]))
+    return registry().names(check_kind(kind))
 
 
 def items(kind: Kind) -> list[tuple[RegistryInfo, object]]:
     """(info, object) of every object of `kind`, by name; loads every entry point of the kind."""
-    out = []
-    for n in names(kind):
-        obj = lookup(kind, n)
-        out.append((_ENTRIES[kind][n].info, obj))
-    return out
+    return registry().items(check_kind(kind))
 
 
 def infos(kind: Kind) -> list[RegistryInfo]:
@@ -302,18 +197,10 @@ def infos(kind: Kind) -> list[RegistryInfo]:
 
 def unregister(kind: Kind, name: str) -> None:
     """Drop a registration (tests that register a temporary plugin clean up with it)."""
-    _ENTRIES[_kind(kind)].pop(name, None)
-    _ORIGINS[_kind(kind)].pop(name, None)
+    registry().unregister(check_kind(kind), name)
 
 
 def reload(kinds: Iterable[Kind] = KINDS) -> None:
     """Forget what the entry points of `kinds` gave and read them again on the next lookup (a plugin installed at
     run time, a test's temporary one). What code registered stays."""
-    for k in map(_kind, kinds):
-        _LOADED.discard(k)
-        for name in _ORIGINS[k]:
-            _ENTRIES[k].pop(name, None)
-        _ORIGINS[k].clear()
-        _PENDING[k].clear()
-        _CONFLICTS[k].clear()
-        _BROKEN[k].clear()
+    registry().reload(kinds)

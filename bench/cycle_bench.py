@@ -40,7 +40,7 @@ BUILD = r"""
 import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
-from agent_factory.factory.compile import build_suite
+from agent_factory.factory.suite.write import build_suite
 from agent_factory.factory.suite.review import approve_suite
 spec, suite = Path(sys.argv[1]), Path(sys.argv[2])
 t0 = time.perf_counter()
@@ -54,13 +54,11 @@ INGEST = r"""
 import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
-from agent_factory.factory.ingest.files import ingest_paths
-from agent_factory.factory.store import Store
-from agent_factory.factory.suite.read import load_suite
+from agent_factory.factory.project import open_project
 traces, store, suite = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 t0 = time.perf_counter()
-with Store(store) as st:
-    rep = ingest_paths(st, [traces], pack=load_suite(suite, pack=None).pack)
+with open_project(store=store, suite=suite) as project:
+    rep = project.ingest([traces])
 print(json.dumps({"seconds": time.perf_counter() - t0, "read": rep.read, "accepted": rep.accepted,
                   "quarantined": rep.quarantined,
                   "peak_rss_mb": peak_rss_mb()}))
@@ -70,21 +68,16 @@ RUN = r"""
 import json, sys, time
 from bench.common import peak_rss_mb  # the child runs in the repository's root
 from pathlib import Path
-from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from agent_factory.factory.pipeline.engine import Runner
-from agent_factory.factory.store import Store
-from agent_factory.factory.suite.read import load_suite
+from agent_factory.evaluators.collect import ModelConfig
+from agent_factory.factory.project import open_project
 store, cache, suite, full = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] == "full"
 t0 = time.perf_counter()
-with Store(store) as st:
-    chosen = load_suite(suite, pack=None, store=st)
-    cfg = ModelConfig()
-    cascade = Cascade(cfg, cache=DatumCache(cache), budget=Budget(cfg.budget))
-    rep = Runner(st, pack=chosen.pack, collector=cascade, specs=chosen.components, full=full).run()
-print(json.dumps({"seconds": time.perf_counter() - t0, "trigger": rep.plan["trigger"], "items": rep.items,
-                  "model_calls": rep.model_calls, "definitions": rep.plan["definitions_recollected"],
-                  "definitions_total": rep.plan["definitions_total"], "analyses": rep.plan["analyses_rerun"],
-                  "analyses_total": rep.plan["analyses_total"], "results": rep.results, "units": rep.units,
+with open_project(store=store, suite=suite, config=ModelConfig(), cache=cache) as project:
+    rep = project.run(full=full)
+print(json.dumps({"seconds": time.perf_counter() - t0, "trigger": rep.plan.trigger, "items": rep.items,
+                  "model_calls": rep.model_calls, "definitions": rep.plan.definitions_recollected,
+                  "definitions_total": rep.plan.definitions_total, "analyses": rep.plan.analyses_rerun,
+                  "analyses_total": rep.plan.analyses_total, "results": rep.results, "units": rep.units,
                   "peak_rss_mb": peak_rss_mb()}))
 """
 

@@ -87,6 +87,7 @@ def run_case(workdir: Path, name: str, text: str, fmt: str | None) -> dict[str, 
     store = workdir / f"{slug}.duckdb"
     store.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_FACTORY_")}
+    env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # as the command line's main() (`common.child_json`)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(src), str(store), fmt or ""], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=120, check=False)
     if proc.returncode != 0:

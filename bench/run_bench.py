@@ -32,18 +32,17 @@ start = time.perf_counter()
 from bench.common import TreeMemory, parse_seconds, peak_rss_mb, store_seconds
 tree = TreeMemory()
 from pathlib import Path
-from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
-from agent_factory.factory.pipeline.engine import Runner
-from agent_factory.factory.store import Store
-from agent_factory.factory.suite.read import load_suite
+from agent_factory.evaluators.collect import ModelConfig
+from agent_factory.factory.project import open_project
 store, cache, full, src = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full", Path(sys.argv[4])
 workers = int(sys.argv[5]) if sys.argv[5] != "auto" else None
-with Store(store) as st:
-    suite = load_suite(None, pack="business_analysis", store=st)
-    cfg = ModelConfig()
-    cascade = Cascade(cfg, cache=DatumCache(cache), budget=Budget(cfg.budget))
+with open_project(store=store, pack="business_analysis", config=ModelConfig(), cache=cache) as project:
+    # The store, the suite and the cache are opened before the clock starts, as they were before the project.
+    project.store(write=True)
+    project.suite
+    project.cache
     t0 = time.perf_counter()
-    rep = Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=full, workers=workers).run()
+    rep = project.run(full=full, workers=workers)
     dt = time.perf_counter() - t0
 process = time.perf_counter() - start
 tree_mb = tree.stop()
@@ -53,7 +52,7 @@ peak = peak_rss_mb()  # before the store floor reads the tables back
 store_dt = store_seconds(store, ("atomic_data", "units", "results")) if rep.units else None
 print(json.dumps({"seconds": dt, "process_seconds": process, "parse_only_seconds": parse,
                   "store_only_seconds": store_dt, "units": rep.units,
-                  "trigger": rep.plan["trigger"], "items": rep.items,
+                  "trigger": rep.plan.trigger, "items": rep.items,
                   "model_calls": rep.model_calls,
                   "peak_rss_mb": peak, "tree_peak_mb": tree_mb,
                   "worker_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024}))
@@ -77,10 +76,8 @@ def main() -> None:
     args = ap.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
-    from agent_factory.factory.ingest.files import ingest_paths
+    from agent_factory.factory.project import open_project
     from agent_factory.factory.simulate import SimConfig, simulate
-    from agent_factory.factory.store import Store
-    from agent_factory.knowledge_packs import load_pack
 
     rows = []
     for size in args.sizes.split(","):
@@ -101,8 +98,8 @@ def main() -> None:
         if args.reuse_ingest and ingested.exists():
             shutil.copyfile(ingested, store)
         else:
-            with Store(store) as st:
-                ingest_paths(st, [sim / "traces.otlp.jsonl"], pack=load_pack("business_analysis"))
+            with open_project(store=store, pack="business_analysis") as project:
+                project.ingest([sim / "traces.otlp.jsonl"])
         for phase in ("cold", "nocache", "full", "same"):
             if phase == "nocache":
                 shutil.rmtree(cache)

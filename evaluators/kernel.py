@@ -2,6 +2,10 @@
 (`analyse`). Nothing here reads or writes a store, a cache or a file: the collector it is handed does whatever
 I/O its tiers need (a rule tier none). The runner (`factory.pipeline.engine`) wraps it with the store; the audit
 (a second collector over a sample) and the gate (thousands of in-memory recomputations) call it directly.
+
+What rules remember for speed lives in the run's memo tables (`evaluators.core.memo`), never in module globals:
+a caller that runs several suites, or one suite many times, passes each run its own (`collect(..., memos=)`) or
+opens `run_memos()` around it, and the runs share no entry (`tests/kernel/test_two_suites.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Any, Protocol, cast
 
+from agent_factory import plugins
 from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.core import (
     Analysis,
@@ -27,7 +32,9 @@ from agent_factory.evaluators.core import (
     UnitRow,
 )
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
+from agent_factory.evaluators.core.memo import RunMemos, current_run, run_memos
 from agent_factory.evaluators.core.model import PRIMARY_RATER
+from agent_factory.evaluators.core.registry import Unit
 from agent_factory.evaluators.core.rows import LayerRows
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -42,7 +49,7 @@ class Collector(Protocol):
     that also has `collect_units` (as `Cascade` does) is handed a layer's units at once instead (`BatchCollector`)."""
 
     def collect(
-        self, *, unit_id: str, layer: Layer, unit: Any, definitions: Sequence[DataDefinition],
+        self, *, unit_id: str, layer: Layer, unit: Unit, definitions: Sequence[DataDefinition],
         pack: KnowledgePack, injection_ranges: Sequence[EvidencePointer] = (),
         context: EngagementView | None = None,
     ) -> Awaitable[list[AtomicDatum]]:
@@ -64,7 +71,7 @@ class UnitCall:
     """One unit of a batch handed to `Cascade.collect_many` (each unit with its own definitions)."""
 
     unit_id: str
-    unit: Any
+    unit: Unit
     definitions: Sequence[DataDefinition]
     """What to collect on it (every definition has the batch's layer)."""
     injection_ranges: Sequence[EvidencePointer] = ()
@@ -230,11 +237,19 @@ def _groups(u: UserUnits, plan: CollectPlan, defs: Definitions) -> list[_Group]:
     return [g for g in (excluded, turns, spans, convs, eng) if g.inputs]
 
 
-async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *,
-                       on_unit: UnitSink | None = None) -> DatumBatch:
+async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *, on_unit: UnitSink | None = None,
+                       memos: RunMemos | None = None, registry: plugins.Registry | None = None) -> DatumBatch:
     """Collect one user's units, a layer at a time (each layer's units in one batch, the layers concurrently):
     the user's batch, or, with `on_unit`, each layer's data handed on as soon as they are collected (memory then
-    holds no user's data beyond the layers in flight) and an empty batch returned."""
+    holds no user's data beyond the layers in flight) and an empty batch returned. `memos`: the run's memo tables
+    (`evaluators.core.memo`); None: the current run's (`run_memos`), or outside any run the process's own.
+    `registry`: where rules are looked up (None: `plugins.registry()`, the one in use)."""
+    if registry is not None:
+        with plugins.using(registry):  # the layers' tasks copy this context: they look names up there
+            return await collect_user(u, plan, collector, on_unit=on_unit, memos=memos)
+    if memos is not None:
+        with run_memos(memos):  # likewise: they see the run's tables
+            return await collect_user(u, plan, collector, on_unit=on_unit)
     defs = plan.for_user(u.user_key)
     if defs is None:
         return DatumBatch(user_key=u.user_key, units=())
@@ -257,13 +272,20 @@ async def collect_user(u: UserUnits, plan: CollectPlan, collector: Collector, *,
     return DatumBatch(user_key=u.user_key, units=tuple(units), columns=data)
 
 
-def collect(units: Iterable[UserUnits], plan: CollectPlan, collector: Collector) -> Iterator[DatumBatch]:
+def collect(units: Iterable[UserUnits], plan: CollectPlan, collector: Collector, *,
+            memos: RunMemos | None = None, registry: plugins.Registry | None = None) -> Iterator[DatumBatch]:
     """Collect `plan` over `units`, one user after another, on one private event loop (an executor runs users
-    concurrently instead: `factory.pipeline.executors`)."""
+    concurrently instead: `factory.pipeline.executors`). `memos`: the run's memo tables, for every user; None: the
+    current run's when the first user is collected (`run_memos`), or outside any run the process's own. `registry`:
+    where rules are looked up (None: the one in use then, `plugins.registry()`). Two of these generators may be
+    advanced in turn: each user's task runs under its own run's tables and registry (the generator holds no context
+    variable across its yields)."""
+    run = memos if memos is not None else current_run()
+    reg = registry if registry is not None else plugins.registry()
     loop = asyncio.new_event_loop()
     try:
         for u in units:
-            yield loop.run_until_complete(collect_user(u, plan, collector))
+            yield loop.run_until_complete(collect_user(u, plan, collector, memos=run, registry=reg))
     finally:
         loop.close()
 

@@ -1,4 +1,4 @@
-"""K: knowledge packs, the domain knowledge an evaluator carries (DESIGN.md section 5).
+"""K: knowledge packs, the domain knowledge an evaluator carries (docs/method.md section 5).
 
 `load_pack("business_analysis")` returns a validated, frozen `KnowledgePack`; `list_packs()` names the packs
 that can be loaded; `default_pack_path()` is the target of this project's own entry point.

@@ -33,8 +33,8 @@ _HERE = Path(__file__).resolve().parent
 BUILTINS: dict[str, str] = {
     "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline/pack.yaml",
 }
-"""Built-in pack name -> file in this package, registered in code (data files, not plugins): an entry point of
-the same name is ignored, so built-ins cannot be shadowed."""
+"""Built-in pack name -> file in this package, in every registry from the start (`PACK_KIND.builtins`: data
+files, not plugins): an entry point of the same name is ignored, so built-ins cannot be shadowed."""
 
 
 def default_pack_path() -> Path:
@@ -71,11 +71,17 @@ def _entry_point_path(ep: EntryPoint) -> object:
     return obj() if callable(obj) else obj
 
 
-plugins.expect("pack", lambda o: isinstance(o, str | os.PathLike), "a path to a pack YAML file")
-plugins.set_entry_point_loader("pack", _entry_point_path, objects_only=True)
-plugins.set_entry_point_source("pack", lambda: pack_entry_points())  # late-bound: tests replace the function
-for _name, _file in BUILTINS.items():
-    plugins.register("pack", _name, _HERE / _file, metadata={"builtin": True})
+def _builtin_packs() -> tuple[plugins.BuiltIn, ...]:
+    return tuple((name, _HERE / file, {"builtin": True}) for name, file in BUILTINS.items())
+
+
+PACK_KIND = plugins.KindSpec(
+    check=lambda o: isinstance(o, str | os.PathLike), what="a path to a pack YAML file", loader=_entry_point_path,
+    objects_only=True,
+    source=lambda: pack_entry_points(),  # late-bound: tests replace the function
+    builtins=_builtin_packs,
+)
+"""The `pack` kind (`plugins.KIND_SPECS` names it): the built-in files, then entry points of paths."""
 
 
 def resolve_pack(name_or_path: str | Path, *, relative_to: Path | None = None) -> Path:

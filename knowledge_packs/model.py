@@ -1,6 +1,6 @@
 """K, the knowledge pack: the domain knowledge an evaluator needs, as validated, frozen data.
 
-A pack holds what changes when the framework moves to another agent (DESIGN.md section 9): how to tell real
+A pack holds what changes when the framework moves to another agent (docs/method.md section 9): how to tell real
 traffic from tests and cached clicks, latency baselines, behaviour lexicons per language, which evidence must
 be present, and thresholds. Each part is its own sub-model so later issues can add parts (policy clauses,
 more lexicons) without touching the others.

@@ -75,11 +75,32 @@ def test_the_kernel_imports_no_layer() -> None:
         assert not {m for m in imported if m.startswith("agent_factory") and m not in allowed}, name
 
 
+# The command line's `main()` chooses the pool (importing the package changes no environment variable).
+_THROUGH_MAIN = """
+import sys
+from agent_factory.factory.cli.app import main
+sys.argv = ["agent-factory", "--version"]
+try:
+    main()
+except SystemExit:
+    pass
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name)
+"""
+
+
 @pytest.mark.parametrize(("chosen", "expected"), [(None, "system"), ("mimalloc", "mimalloc")])
 def test_arrow_allocates_through_malloc_unless_the_user_chose_a_pool(chosen: str | None, expected: str) -> None:
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if chosen is not None:
         env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-    code = "import agent_factory, pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+    out = subprocess.run([sys.executable, "-c", _THROUGH_MAIN], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1] == expected
+
+
+def test_importing_the_package_changes_no_environment_variable() -> None:
+    code = ("import os; before = dict(os.environ); import agent_factory, agent_factory.factory.cli.app; "
+            "from agent_factory import open_project; print(dict(os.environ) == before)")
+    env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL", "LITELLM_LOCAL_MODEL_COST_MAP")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == expected
+    assert out.stdout.strip() == "True"

@@ -16,7 +16,7 @@ from agent_factory import plugins
 from agent_factory.adapters.base import adapter_names, detect, get_adapter
 from agent_factory.errors import PluginError, SpecError, UnknownNameError, UsageError
 from agent_factory.evaluators.core import COMPONENTS, RuleAnswer, RuleContext, components, get_component, get_rule
-from agent_factory.evaluators.core.registry import clause_rules, rule
+from agent_factory.evaluators.core.registry import clause_rules, register_rule, rule
 from agent_factory.factory.compile.orchestrator import Catalogue
 from agent_factory.factory.compile.orchestrator import clause_rules as compiler_rules
 
@@ -164,7 +164,7 @@ def test_a_name_registered_twice_is_a_usage_error() -> None:
         return RuleAnswer("no")
 
     with pytest.raises(UsageError, match=r"^rule 'conduct.clause_trigger' registered twice: "):
-        rule("conduct.clause_trigger")(other)
+        register_rule(rule("conduct.clause_trigger")(other))
     assert get_rule("conduct.clause_trigger") is not other
     with pytest.raises(UsageError, match=r"component 'x': got str, expected a ComponentSpec"):
         plugins.register("component", "x", "not a spec")
@@ -204,3 +204,39 @@ def test_without_any_installed_entry_point_a_miss_says_to_install(monkeypatch: p
     with pytest.raises(PluginError, match=r"^unknown component 'nope': no entry point of group "
                                           r"'agent_factory.components' is installed.*pip install -e \.\)$"):
         get_component("nope")
+
+
+def test_a_decorator_only_tags_its_function_and_registers_nothing() -> None:
+    @rule("test.tagged_only", layers=("trace",))
+    def tagged(unit: object, ctx: RuleContext) -> RuleAnswer:
+        return RuleAnswer("yes")
+
+    info = plugins.registry_info(tagged)
+    assert info is not None and (info.kind, info.name, info.metadata["layers"]) == ("rule", "test.tagged_only", ("trace",))
+    assert "test.tagged_only" not in plugins.names("rule")
+    with pytest.raises(UnknownNameError, match=r"^unknown rule 'test.tagged_only'; valid: .*conduct.clause_trigger"):
+        get_rule("test.tagged_only")
+    with pytest.raises(UsageError, match=r"^register_rule: .* is not declared as a rule; decorate it with @rule"):
+        register_rule(lambda unit, ctx: RuleAnswer("no"))
+
+
+def test_two_registries_share_no_registration_and_each_reads_the_entry_points() -> None:
+    ours, theirs = plugins.Registry(), plugins.Registry()
+
+    @rule("test.only_ours")
+    def only_ours(unit: object, ctx: RuleContext) -> RuleAnswer:
+        return RuleAnswer("yes")
+
+    with plugins.using(ours):
+        assert plugins.registry() is ours
+        register_rule(only_ours)
+        assert get_rule("test.only_ours") is only_ours
+    with plugins.using(theirs):
+        with pytest.raises(UnknownNameError):
+            get_rule("test.only_ours")
+        assert get_rule("conduct.clause_trigger") is not None and get_component("conduct").generated
+    assert plugins.registry() is not ours and "test.only_ours" not in plugins.names("rule")
+    assert ours.names("rule") == sorted({*theirs.names("rule"), "test.only_ours"})
+    fresh = plugins.Registry()  # the process's registry may hold other tests' rules: compare with a new one
+    assert theirs.names("rule") == fresh.names("rule") and theirs.names("pack") == fresh.names("pack")
+    assert set(theirs.kinds_used()) == {"rule", "component", "pack"}  # what it was asked for, nothing more

@@ -12,7 +12,7 @@ from agent_factory.adapters.otel.nested import flatten_tree
 from agent_factory.adapters.otel.records import record_parts
 from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
 from agent_factory.adapters.otel.stream import head_keys
-from agent_factory.adapters.source import shown
+from agent_factory.adapters.source import Source, as_source
 
 SPAN_ID_KEYS = frozenset({"spanId", "span_id", "spanContext"})
 """Keys whose presence in a record's top level marks it as a span."""
@@ -38,6 +38,7 @@ class FlatSpanLinesAdapter:
     description = (
         "flattened OTel spans, one per JSON line or as a JSON array (TRAIL flat, Vercel ReadableSpan, OTLP-like)"
     )
+    reads_sources = True
 
     def sniff(self, head: bytes, path: Path) -> bool:
         """Whether the head's first record (or first array item) carries a span id key."""
@@ -46,22 +47,23 @@ class FlatSpanLinesAdapter:
         prefix = "item" if array else ""
         return any(f"{prefix}:{k}" in keys for k in SPAN_ID_KEYS)
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
-        """Spans of the file, one per JSON line or array item; bad records as quarantines."""
-        source = shown(path)
-        items = iter_json_array(path, "item") if is_array_file(read_head(path, 4096)) else iter_json_lines(path)
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
+        """Spans of the source, one per JSON line or array item; bad records as quarantines."""
+        src = as_source(source)
+        items = iter_json_array(src, "item") if is_array_file(read_head(src, 4096)) else iter_json_lines(src)
         for item in items:
             if isinstance(item, Quarantine):
                 yield item
             else:
-                yield from _record_items(*item, source=source)
+                yield from _record_items(*item, source=src.id)
 
-    def line_items(self, path: Path) -> LineItems | None:
+    def line_items(self, source: Source | Path) -> LineItems | None:
         """Each line's span (or subtree), for JSON lines (not one JSON array)."""
-        if is_array_file(read_head(path, 4096)):
+        src = as_source(source)
+        if is_array_file(read_head(src, 4096)):
             return None
-        source = shown(path)
-        return lambda location, rec: _record_items(location, rec, source=source)
+        name = src.id
+        return lambda location, rec: _record_items(location, rec, source=name)
 
 
 def _record_items(location: str, rec: object, *, source: str) -> Iterator[AdapterItem]:

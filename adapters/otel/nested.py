@@ -18,7 +18,7 @@ from agent_factory.adapters.model import Span
 from agent_factory.adapters.otel.records import record_parts
 from agent_factory.adapters.otel.spanbuild import BadField, build_span, quarantine
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
-from agent_factory.adapters.source import shown
+from agent_factory.adapters.source import Source, as_source
 
 _CHILDREN = frozenset({"child_spans"})
 
@@ -76,6 +76,7 @@ class NestedSpanTreeAdapter:
     """Nested span trees (`{"trace_id", "spans": [{..., "child_spans": [...]}]}`), as exported by TRAIL."""
 
     name = "otel-nested"
+    reads_sources = True
     description = "nested OTel span trees: {trace_id, spans: [span with child_spans]} (TRAIL export)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
@@ -85,32 +86,33 @@ class NestedSpanTreeAdapter:
             {"spans.item:child_spans", "spans.item:span_id"} & keys
         )
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
         """Spans of the nested tree, flattened with their parent ids; bad records as quarantines."""
-        source = shown(path)
+        src = as_source(source)
+        name = src.id
         trace_id: str | None = None
         n = lists = 0
-        with open_document(path) as f:
+        with open_document(src) as f:
             try:
                 for what, prefix, value in walk(f, collect=("trace_id", "spans.item"), mark=("spans",)):
                     if prefix == "spans":
                         if what == "start" and value != "start_array":
-                            yield Quarantine(source=source, location="file", field="spans",
+                            yield Quarantine(source=name, location="file", field="spans",
                                              message="spans must be a list of root spans")
                         lists += what == "start"
                         continue
                     if prefix == "trace_id":
                         trace_id = value if isinstance(value, str) and value and LONE_MARK not in value else None
                         if isinstance(value, str) and LONE_MARK in value:
-                            yield Quarantine(source=source, location="file", field="trace_id",
+                            yield Quarantine(source=name, location="file", field="trace_id",
                                              message=lone_surrogate_message(f.take_escape()))
                         continue
-                    yield from flatten_tree(value, source=source, location=f"spans[{n}]", trace_id=trace_id,
+                    yield from flatten_tree(value, source=name, location=f"spans[{n}]", trace_id=trace_id,
                                             marks=f)
                     n += 1
             except STREAM_ERRORS as e:
-                yield stream_error(e, source=source, location=f"spans[{n}]")
+                yield stream_error(e, source=name, location=f"spans[{n}]")
                 return
         if not lists:
-            yield Quarantine(source=source, location="file", field="spans",
+            yield Quarantine(source=name, location="file", field="spans",
                              message="no spans list found; not a nested span tree export")

@@ -31,7 +31,7 @@ from agent_factory.adapters.otel.spanbuild import (
 )
 from agent_factory.adapters.otel.stream import STREAM_ERRORS, head_keys, stream_error, walk
 from agent_factory.adapters.otel.timeutil import from_unix_nanos
-from agent_factory.adapters.source import shown
+from agent_factory.adapters.source import Source, as_source
 
 LOGS_REJECTED = (
     "OTLP logs (GenAI events) are not read: message content must be on the spans; export traces with content "
@@ -145,9 +145,10 @@ def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]
                 yield otlp_span(raw, resource=resource, scope=scope, source=source, location=f"{sloc}.spans[{ki}]")
 
 
-def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
+def document_items(given: Source | Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
     """Stream one OTLP/JSON document (or several concatenated) span by span."""
-    source = shown(path)
+    src = as_source(given)
+    source = src.id
     ri = si = ki = -1
     resource: dict[str, Any] | None = None
     scopes: dict[int, _Scope] = {}
@@ -168,7 +169,7 @@ def document_items(path: Path) -> Iterator[AdapterItem]:  # noqa: C901 - one bra
         pending = keep
 
     lists = 0
-    with open_document(path) as f:
+    with open_document(src) as f:
         try:
             for what, prefix, value in walk(f, collect=(f"{_RS}.resource", f"{_SS}.scope", _SPAN),
                                             mark=("resourceSpans", _RS, _SS), multiple_values=True):
@@ -251,6 +252,7 @@ class OtlpJsonAdapter:
     """OTLP/JSON trace exports (`{"resourceSpans": [...]}`), as one document or as JSON lines."""
 
     name = "otlp-json"
+    reads_sources = True
     description = "OTLP/JSON traces: one export request document, or one request per line (collector file exporter)"
 
     def sniff(self, head: bytes, path: Path) -> bool:
@@ -261,25 +263,27 @@ class OtlpJsonAdapter:
         return (b'"resourceSpans"' in head and ":resourceSpans" in keys) or \
             (b'"resourceLogs"' in head and ":resourceLogs" in keys)
 
-    def read(self, path: Path) -> Iterator[AdapterItem]:
-        """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only file as one quarantine."""
-        if _logs_only(read_head(path)):
-            yield Quarantine(source=shown(path), location="file", field="resourceLogs", message=LOGS_REJECTED)
+    def read(self, source: Source | Path) -> Iterator[AdapterItem]:
+        """Spans of an OTLP JSON document or OTLP JSON lines; a logs-only source as one quarantine."""
+        src = as_source(source)
+        if _logs_only(read_head(src)):
+            yield Quarantine(source=src.id, location="file", field="resourceLogs", message=LOGS_REJECTED)
             return
-        per_line = self.line_items(path)
+        per_line = self.line_items(src)
         if per_line is None:
-            yield from document_items(path)
+            yield from document_items(src)
             return
-        for item in iter_json_lines(path):
+        for item in iter_json_lines(src):
             if isinstance(item, Quarantine):
                 yield item
             else:
                 yield from per_line(*item)
 
-    def line_items(self, path: Path) -> LineItems | None:
-        """`request_items` of each line, for OTLP JSON lines (not a single document, nor a logs-only file)."""
-        head = read_head(path)
+    def line_items(self, source: Source | Path) -> LineItems | None:
+        """`request_items` of each line, for OTLP JSON lines (not a single document, nor a logs-only source)."""
+        src = as_source(source)
+        head = read_head(src)
         if _logs_only(head) or not looks_like_json_lines(head):
             return None
-        source = shown(path)
-        return lambda where, obj: request_items(obj, source=source, where=where)
+        name = src.id
+        return lambda where, obj: request_items(obj, source=name, where=where)

@@ -17,15 +17,16 @@ import hashlib
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import diskcache
 
+from agent_factory.adapters.model import Turn
 from agent_factory.digest import canonical_json
+from agent_factory.evaluators.core.memo import memos
 from agent_factory.evaluators.core.model import AtomicDatum
-from agent_factory.evaluators.core.registry import EngagementView, SpanView, get_rule
+from agent_factory.evaluators.core.registry import EngagementView, RuleFn, SpanView, get_rule
 from agent_factory.evaluators.core.source import function_digest, module_digest
 
 _DATUM = "d:"
@@ -57,18 +58,10 @@ def call_key(model: str, family: str, prompt: str, schema: Mapping[str, Any]) ->
     return sha256(_canonical({"model": model, "family": family, "prompt": prompt, "schema": dict(schema)}))
 
 
-_TURN_DIGESTS: dict[int, tuple[object, str]] = {}
-
-
-def _turn_digest(turn: Any) -> str:
-    # Every span of a turn is a unit that carries the whole turn: hash the turn once, not once per span.
-    hit = _TURN_DIGESTS.get(id(turn))
-    if hit is None or hit[0] is not turn:
-        if len(_TURN_DIGESTS) >= 256:
-            _TURN_DIGESTS.clear()
-        hit = (turn, sha256(turn.model_dump_json()))
-        _TURN_DIGESTS[id(turn)] = hit
-    return hit[1]
+def _turn_digest(turn: Turn) -> str:
+    # Every span of a turn is a unit that carries the whole turn: hash the turn once per run, not once per span.
+    return memos().identity("cache.turn_digest", max_entries=256).get(
+        None, turn, None, lambda: sha256(turn.model_dump_json()))
 
 
 def unit_digest(unit: object) -> str:
@@ -99,12 +92,15 @@ def context_digest(view: EngagementView) -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=None)
 def rule_identity(name: str) -> tuple[str, str]:
-    """(version, source digest) of a registered rule: the version people read (the function's `version`
-    attribute or its module's `VERSION`, else "1") and a digest of its module's source, so an edited rule
-    never reuses the answers of the old one."""
+    """(version, source digest) of the rule registered as `name` in the registry in use: the version people read
+    (the function's `version` attribute or its module's `VERSION`, else "1") and a digest of its module's source,
+    so an edited rule never reuses the answers of the old one. Once per function in a run (`core.memo`)."""
     fn = get_rule(name)
+    return memos().identity("cache.rule_identity", max_entries=1024).get(None, fn, None, lambda: _identity(fn))
+
+
+def _identity(fn: RuleFn) -> tuple[str, str]:
     module = sys.modules.get(getattr(fn, "__module__", ""), None)
     version = str(getattr(fn, "version", None) or getattr(module, "VERSION", None) or "1")
     return version, module_digest(module) if module is not None else function_digest(fn)[:16]

@@ -1,7 +1,7 @@
 """phi: the collection cascade, a composition of tiers (tiers.py). By default: rules first, a small model when
 rules abstain, a cross-family jury when unsure.
 
-For one unit and its definitions (DESIGN.md section 5):
+For one unit and its definitions (docs/method.md section 5):
 (a) its `applies_when` rule may make it not_applicable;
 (b) its rule collects it, or abstains (rules run a definition at a time over a batch of units, `collect_units`,
     and are never cached: recomputing a rule is cheaper than looking it up);

@@ -2,7 +2,7 @@
 
 Models are litellm model strings (`openai/gpt-4o-mini`, `anthropic/claude-3-5-haiku-latest`,
 `openai/qwen2.5-7b-instruct` behind a local `api_base`) or, in code and tests, pydantic-ai `Model` objects.
-Each has a family; a jury is cross-family by construction (DESIGN.md section 5: one family's models prefer
+Each has a family; a jury is cross-family by construction (docs/method.md section 5: one family's models prefer
 their own answers), so a jury with two members of one family is refused with the members named.
 
 Sources, later ones overriding earlier ones: `agent-factory.toml` (section `[models]`, `[budget]`, `[collect]`,

@@ -1,5 +1,5 @@
 """Who may collect a definition in this cascade, under which collector identity, and the cache key k of each
-datum (DESIGN.md section 5: k = hash(v || hash(pi(x)))).
+datum (docs/method.md section 5: k = hash(v || hash(pi(x)))).
 
 v is computed once per definition (and pack), not once per unit: rule items' v covers the definition digest,
 the rule and applies-when rule (name, version, source digest) and the pack's knowledge digest (the pack

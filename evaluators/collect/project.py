@@ -1,4 +1,4 @@
-"""pi: the evidence a datum's model collector sees, and how much of it (DESIGN.md section 5).
+"""pi: the evidence a datum's model collector sees, and how much of it (docs/method.md section 5).
 
 Full text by default. When a definition sets `max_chars`, each field is cut (`head`, or `head_tail` with the
 omitted middle declared in the prompt) and the share of characters shown is the datum's `coverage`: the study's

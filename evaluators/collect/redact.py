@@ -171,7 +171,8 @@ def redact_pieces(
     return out
 
 
-plugins.register("redactor", "default", DefaultRedactor)
+REDACTOR_KIND = plugins.KindSpec(builtins=lambda: (("default", DefaultRedactor, {}),))
+"""The `redactor` kind (`plugins.KIND_SPECS` names it): `default` built in, others from entry points."""
 
 
 def load_redactor(ref: str | None, *, phone_regions: Sequence[str] | None = None) -> Redactor:

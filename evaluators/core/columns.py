@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.core.model import AtomicDatum, CollectorIdentity, Layer, Value
+
+if TYPE_CHECKING:  # the registry module defines the unit views and imports this one's users
+    from agent_factory.evaluators.core.registry import Unit
 
 VALUES: frozenset[str] = frozenset(("yes", "no", "not_applicable", "uncollected"))
 """The values a datum may take (`Value`)."""
@@ -33,7 +36,8 @@ class UnitInput(NamedTuple):
     """One unit of a batch: its id, the unit itself (what rules and projections read) and its flagged text."""
 
     unit_id: str
-    unit: Any
+    unit: Unit
+    """A span (with its turn), a turn, a conversation or an engagement view: what a rule of its layer reads."""
     injection_ranges: Sequence[EvidencePointer] = ()
 
 

@@ -1,4 +1,4 @@
-"""The evaluator as data: e = <K, H, phi, f, rho, pi, sigma, v> (DESIGN.md section 5).
+"""The evaluator as data: e = <K, H, phi, f, rho, pi, sigma, v> (docs/method.md section 5).
 
 rho is `DataDefinition`, pi is `Projection`, a collected datum is `AtomicDatum`, f's output is `Result`, and
 `EvaluatorSpec` bundles them with the knowledge pack, the analyses and the templates; its version `v` is a

@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal, NamedTuple, cast
+from typing import Any, Literal, NamedTuple, TypeVar, cast
 
 from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
@@ -19,6 +19,7 @@ from agent_factory.digest import stable_id
 from agent_factory.errors import SpecError, UsageError
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.core.model import Component, DataDefinition, Layer, Result, Value
+from agent_factory.evaluators.core.present import Presentation
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -65,7 +66,8 @@ class RuleAnswer(NamedTuple):
     reason: str | None = None
 
 
-RuleFn = Callable[[Any, RuleContext], RuleAnswer]
+RuleFn = Callable[[Unit, RuleContext], RuleAnswer]
+"""A rule as the registry hands it out: one unit of its layer (`Unit`) and the context in, one answer out."""
 
 
 class RuleColumns(NamedTuple):
@@ -81,8 +83,11 @@ class RuleColumns(NamedTuple):
     """None: no unit gives a reason."""
 
 
-BatchRuleFn = Callable[[Sequence[Any], RuleContext], RuleColumns]
+BatchRuleFn = Callable[[Sequence[Unit], RuleContext], RuleColumns]
 """A rule over a batch of units of one layer (`rule(..., batch=True)`): its answers as columns."""
+
+RuleFnT = TypeVar("RuleFnT", bound=Callable[..., RuleAnswer | RuleColumns])
+"""A function `@rule` declares, its own signature kept (a rule names the unit type of its layer)."""
 
 RuleOutcome = RuleAnswer | Exception
 """What a rule gave for one unit: its answer, or the exception it raised on that unit."""
@@ -190,6 +195,8 @@ class ComponentSpec:
     """The per-unit values it raises as flags (`evaluators.core.flags`); read off stored rows, no datum."""
     generate_flags: FlagsFor | None = None
     """Generates the flags from the pack (Conduct's); None: `flags` are fixed."""
+    present: Presentation | None = None
+    """How the views show it (`evaluators.core.present`): its metrics, headline, summary lines, report section."""
 
     @property
     def generated(self) -> bool:
@@ -212,15 +219,19 @@ class ComponentSpec:
 
 # ---- the registry's rule and component kinds (agent_factory.plugins) -------------------------------------
 
-plugins.expect("rule", callable, "a rule function (unit, RuleContext) -> RuleAnswer")
-plugins.expect("component", lambda o: isinstance(o, ComponentSpec), "a ComponentSpec")
+RULE_KIND = plugins.KindSpec(check=callable, what="a rule function (unit, RuleContext) -> RuleAnswer")
+"""The `rule` kind (`plugins.KIND_SPECS` names it): functions tagged by `@rule` in the entry points' modules."""
+COMPONENT_KIND = plugins.KindSpec(check=lambda o: isinstance(o, ComponentSpec), what="a ComponentSpec")
+"""The `component` kind: each entry point names one `ComponentSpec`."""
 
 
 def rule(
     name: str, *, layers: Sequence[Layer] = (), params: Mapping[str, str] | None = None,
     needs_trigger_tools: bool = False, reads: Sequence[str] = (), summary: str | None = None, batch: bool = False,
-) -> Callable[[Any], Any]:
-    """Decorator: register a rule collector under `name` (dotted, component or pack first).
+) -> Callable[[RuleFnT], RuleFnT]:
+    """Decorator: declare a rule collector named `name` (dotted, component or pack first). It tags the function
+    (`plugins.tag`): a registry registers it when it loads the module's `agent_factory.rules` entry point, or
+    when code registers it at run time (`register_rule`).
 
     A rule a clause's trigger or obligation may name (`rule:` in a pack, or a compiled spec) declares the
     `layers` it works on; the compiler offers exactly those rules, tells the model their layers and checks
@@ -233,10 +244,20 @@ def rule(
     metadata = {"layers": tuple(layers), "params": dict(params or {}), "needs_trigger_tools": needs_trigger_tools,
                 "reads": tuple(reads), "summary": summary, "batch": batch}
 
-    def deco(fn: Any) -> Any:
-        return plugins.register("rule", name, fn, metadata=metadata)
+    def deco(fn: RuleFnT) -> RuleFnT:
+        return plugins.tag("rule", name, fn, metadata=metadata)
 
     return deco
+
+
+def register_rule(fn: RuleFnT, *, replace: bool = False) -> RuleFnT:
+    """Register a function tagged by `@rule` in the registry in use, under its declared name and metadata (a
+    test's or an experiment's rule defined outside any entry-point module); `replace` swaps a registered one."""
+    info = plugins.registry_info(fn)
+    if info is None or info.kind != "rule":
+        raise UsageError(f"register_rule: {getattr(fn, '__qualname__', fn)!r} is not declared as a rule; decorate "
+                         "it with @rule(name, ...)")
+    return plugins.register("rule", info.name, fn, version=info.version, metadata=info.metadata, replace=replace)
 
 
 def is_batch_rule(name: str) -> bool:
@@ -244,7 +265,7 @@ def is_batch_rule(name: str) -> bool:
     return bool(plugins.info("rule", name).metadata.get("batch"))
 
 
-def rule_outcomes(name: str, units: Sequence[Any], ctx: RuleContext) -> list[RuleOutcome]:
+def rule_outcomes(name: str, units: Sequence[Unit], ctx: RuleContext) -> list[RuleOutcome]:
     """Rule `name` over a batch of units: each unit's answer, or the exception it raised on that unit (one unit's
     crash must not end a run; the collector records it). A batch rule that raises fails every unit of the batch.
     A `SpecError` (the rule names something the suite does not have) is the suite's fault and propagates.

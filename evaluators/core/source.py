@@ -14,12 +14,12 @@ of `fn`, in this framework's top-level package, or in any file outside the inter
 site-packages (code being edited, as in a checkout or an editable install); third-party packages and the
 standard library are not digested (their versions are the environment's).
 
-Source is read once per module and process, when first asked (an edit saved between the import and then is
-attributed to the loaded code). A module without source (a `.pyc`-only install, code built by `exec`) falls back
-to the bytes of its functions' and classes' code objects (`co_code`, `co_names`, `co_consts` recursively) and
-its plain constants, and follows the modules, functions and classes among its names instead of its import
-statements: exact for the loaded code, but bytecode differs between Python versions, so the first run after an
-interpreter upgrade reruns what it covers.
+Source is read once per module and run (`evaluators.core.memo`; outside a run, once per process), when first asked
+(an edit saved between the import and then is attributed to the loaded code). A module without source (a
+`.pyc`-only install, code built by `exec`) falls back to the bytes of its functions' and classes' code objects
+(`co_code`, `co_names`, `co_consts` recursively) and its plain constants, and follows the modules, functions and
+classes among its names instead of its import statements: exact for the loaded code, but bytecode differs between
+Python versions, so the first run after an interpreter upgrade reruns what it covers.
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ from typing import Any
 
 from agent_factory.digest import digest as sha256_digest
 from agent_factory.digest import stable_id
+from agent_factory.evaluators.core.memo import memos
 
 _FRAMEWORK = __name__.partition(".")[0]
 _PLAIN = (str, int, float, bool, bytes, type(None))
-_MODULES: dict[str, tuple[ModuleType, str, frozenset[str]]] = {}
-"""Module name -> (the module object, its digest, the modules it imports): a module replaced in `sys.modules`
-(another object) is read again."""
 
 
 def _source(module: ModuleType) -> str | None:
@@ -139,16 +137,19 @@ def _closure(root: ModuleType, roots: frozenset[str]) -> Iterator[ModuleType]:
 
 
 def _read(module: ModuleType) -> tuple[ModuleType, str, frozenset[str]]:
-    hit = _MODULES.get(module.__name__)
-    if hit is None or hit[0] is not module:
-        source = _source(module)
-        if source is None:
-            digest, imports = _compiled(module)
-        else:
-            digest = sha256_digest(source, n=16)
-            imports = frozenset(_imports(module, source))
-        hit = _MODULES[module.__name__] = (module, digest, imports)
-    return hit
+    """(the module, its digest, the modules it imports), read once per module object in a run (`core.memo`):
+    a module replaced in `sys.modules` (another object) is read again."""
+    return memos().identity("source.modules", max_entries=4096).get(None, module, None, lambda: _read_now(module))
+
+
+def _read_now(module: ModuleType) -> tuple[ModuleType, str, frozenset[str]]:
+    source = _source(module)
+    if source is None:
+        digest, imports = _compiled(module)
+    else:
+        digest = sha256_digest(source, n=16)
+        imports = frozenset(_imports(module, source))
+    return module, digest, imports
 
 
 def _compiled(module: ModuleType) -> tuple[str, frozenset[str]]:

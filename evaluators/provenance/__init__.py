@@ -1,4 +1,4 @@
-"""Provenance: prove the evidence before anything is scored (DESIGN.md section 4).
+"""Provenance: prove the evidence before anything is scored (docs/method.md section 4).
 
 Pure functions over one `adapters.model.Turn` and a `KnowledgePack`: which traffic segment the turn belongs to
 (`segment_turn`), which of its text fields arrived whole (`coverage`), whether any text is addressed to an

@@ -76,9 +76,10 @@ _Plan = tuple[tuple[tuple[str, LexiconPattern], ...], Prefilter]
 _PLANS: dict[str, _Plan] = {}
 
 
-def _plan(pack: KnowledgePack) -> _Plan:
-    """The pack's injection patterns in scan order (language, then pack order) and their prefilter."""
-    key = pack.digest()
+def _plan(pack: KnowledgePack, key: str | None = None) -> _Plan:
+    """The pack's injection patterns in scan order (language, then pack order) and their prefilter; `key`: the
+    pack's digest, when the caller has it already."""
+    key = pack.digest() if key is None else key
     plan = _PLANS.get(key)
     if plan is None:
         entries = tuple((lang, e) for lang in sorted(pack.lexicons) for e in pack.lexicons[lang].injection)
@@ -112,11 +113,14 @@ def _decoded_at(segments: list[tuple[int, int, str]] | None, start: int, end: in
     return next((how for a, b, how in segments or () if start < b and a < end), None)
 
 
-def _read_view(view: _norm.Normalized, plan: _Plan, segments: list[tuple[int, int, str]] | None) -> list[_Found]:
+def _read_view(view: _norm.Normalized, plan: _Plan, segments: list[tuple[int, int, str]] | None,
+               reading: _intent.Reading | None = None) -> list[_Found]:
     """The lexicon's and the intent scorer's findings in one view of a text (the decoded one: only those in its
-    decoded blobs), in original ranges."""
+    decoded blobs), in original ranges. `reading`: the view's text as the scorer reads it, when the caller has it."""
     entries, prefilter = plan
     out: list[_Found] = []
+    if reading is None:  # lower-cased and cut into sentences once, for every match and the scorer
+        reading = _intent.Reading(view.text)
     for order, spans in prefilter.matches(view.text):
         for ms, me in spans:
             if me <= ms or _quoted(view.text, ms, me):
@@ -124,13 +128,13 @@ def _read_view(view: _norm.Normalized, plan: _Plan, segments: list[tuple[int, in
             how = _decoded_at(segments, ms, me)
             if segments is not None and how is None:
                 continue
-            standing, why = _intent.judge(view.text, ms, me)
+            standing, why = reading.judge(ms, me)
             if standing == "veto":
                 continue
             lang, entry = entries[order]
             out.append(_Found(*view.original_range(ms, me), order, lang, entry.id, how,
                               f"lexicon {entry.id}: {why}" if why else None, standing == "suspect"))
-    for v in _intent.read(view.text):
+    for v in reading.read():
         how = _decoded_at(segments, v.start, v.end)
         if segments is not None and how is None:
             continue
@@ -143,10 +147,12 @@ CONTEXT = 400
 """Characters of plain text read around a decoded blob (what addresses it: "Note to the grader: <base64>")."""
 
 
-def _decoded_view(norm: _norm.Normalized) -> tuple[_norm.Normalized, list[tuple[int, int, str]]] | None:
+def _decoded_view(norm: _norm.Normalized, low: str | None = None
+                  ) -> tuple[_norm.Normalized, list[tuple[int, int, str]]] | None:
     """The text's hidden parts decoded, each with `CONTEXT` characters of the text around it (the rest left out), as
-    a view that maps back to the original, and where each decoded part is in it; None if nothing is hidden."""
-    blobs = _decode.find_blobs(norm.text)
+    a view that maps back to the original, and where each decoded part is in it; None if nothing is hidden. `low`:
+    the text lower-cased, when the caller has it."""
+    blobs = _decode.find_blobs(norm.text, low=low)
     if not blobs:
         return None
     text = norm.text
@@ -190,8 +196,9 @@ def _matches(text: str, plan: _Plan) -> tuple[_Found, ...]:
     lexicon match overlaps) and, when there is no flag, the suspects. Depends on the text and the pack's plan
     only, so it is kept per distinct text (`_SCANS`)."""
     norm = _norm.normalize(text, decode=True)
-    found = _read_view(norm, plan, None)
-    decoded = _decoded_view(norm)
+    reading = _intent.Reading(norm.text)  # lower-cased once, for the lexicon's matches, the scorer and the decoder
+    found = _read_view(norm, plan, None, reading)
+    decoded = _decoded_view(norm, reading.low)
     if decoded is not None:
         found += _read_view(decoded[0], plan, decoded[1])
     kept = _kept([f for f in found if not f.suspect])
@@ -216,15 +223,27 @@ def _kept(found: list[_Found]) -> list[_Found]:
 _SCANS: TextMemo[tuple[_Found, ...]] = TextMemo()
 
 
-def _flags(text: str, *, unit_id: str, field: str, pack: KnowledgePack, suspects: bool) -> list[InjectionFlag]:
-    if not text:
-        return []
-    plan = _plan(pack)
-    found = _SCANS.get(pack.digest(), text, lambda: _matches(text, plan))
-    return [InjectionFlag(language=f.language, pattern_id=f.pattern_id,
-                          pointer=EvidencePointer(unit_id=unit_id, field=field, start=f.start, end=f.end),
-                          matched_text=text[f.start:f.end], decoded=f.decoded, detail=f.detail)
-            for f in found if f.suspect == suspects]
+class _Scanner:
+    """One pack's scan, its digest and plan looked up once for all the texts of a turn (not once per field)."""
+
+    __slots__ = ("key", "plan")
+
+    def __init__(self, pack: KnowledgePack) -> None:
+        self.key = pack.digest()
+        self.plan = _plan(pack, self.key)
+
+    def flags(self, text: str, *, unit_id: str, field: str, suspects: bool) -> list[InjectionFlag]:
+        """The flags (or, with `suspects`, the suspects) of one text field."""
+        if not text:
+            return []
+        plan = self.plan
+        found = _SCANS.get(self.key, text, lambda: _matches(text, plan))
+        if not found:
+            return []
+        return [InjectionFlag(language=f.language, pattern_id=f.pattern_id,
+                              pointer=EvidencePointer(unit_id=unit_id, field=field, start=f.start, end=f.end),
+                              matched_text=text[f.start:f.end], decoded=f.decoded, detail=f.detail)
+                for f in found if f.suspect == suspects]
 
 
 def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
@@ -235,12 +254,12 @@ def find_injections(text: str, *, unit_id: str, field: str, pack: KnowledgePack)
     of two matches of the very same range, the first pattern's (in language then pack order) is kept; the intent
     scorer's decision is kept where no lexicon match overlaps it.
     """
-    return _flags(text, unit_id=unit_id, field=field, pack=pack, suspects=False)
+    return _Scanner(pack).flags(text, unit_id=unit_id, field=field, suspects=False)
 
 
 def find_suspects(text: str, *, unit_id: str, field: str, pack: KnowledgePack) -> list[InjectionFlag]:
     """What the intent scorer found suspicious in `text` but could not decide, when nothing in it is flagged."""
-    return _flags(text, unit_id=unit_id, field=field, pack=pack, suspects=True)
+    return _Scanner(pack).flags(text, unit_id=unit_id, field=field, suspects=True)
 
 
 def _texts(turn: Turn) -> list[tuple[str, str, str]]:
@@ -256,9 +275,11 @@ def scan_turn(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
 
     Span text is scanned too: a tool result or retrieved page can carry an injection the user never typed.
     """
-    return [f for uid, field, text in _texts(turn) for f in find_injections(text, unit_id=uid, field=field, pack=pack)]
+    scan = _Scanner(pack)
+    return [f for uid, field, text in _texts(turn) for f in scan.flags(text, unit_id=uid, field=field, suspects=False)]
 
 
 def scan_turn_suspects(turn: Turn, pack: KnowledgePack) -> list[InjectionFlag]:
     """The turn's suspects (`find_suspects` over the same texts as `scan_turn`)."""
-    return [f for uid, field, text in _texts(turn) for f in find_suspects(text, unit_id=uid, field=field, pack=pack)]
+    scan = _Scanner(pack)
+    return [f for uid, field, text in _texts(turn) for f in scan.flags(text, unit_id=uid, field=field, suspects=True)]

@@ -32,9 +32,9 @@ from agent_factory.adapters.assemble import (
 )
 from agent_factory.adapters.jsonio import CUT_PATTERN
 from agent_factory.adapters.model import COMPLETE_WITHOUT, EvidencePointer, Span, Turn
+from agent_factory.evaluators.core.memo import memos
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.segments import lookup, lookup_in
-from agent_factory.evaluators.provenance.textmemo import TextMemo
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -173,23 +173,14 @@ def _marker(text: str, markers: tuple[str, ...], inside_markers: tuple[str, ...]
     return (inside, "marker_inside") if inside is not None else (None, None)
 
 
-_TEXT_FACTS: TextMemo[tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]] = TextMemo()
-
-
 def _text_facts(text: str, pack: KnowledgePack
                 ) -> tuple[tuple[int, int, int] | None, tuple[str | None, TruncationReason | None]]:
     """The ingest cut and the truncation marker of a text: they depend on the text and the pack's markers only,
-    so each distinct text is read once."""
-    hit = _MARKERS.get(id(pack))
-    if hit is None or hit[0] is not pack:
-        if len(_MARKERS) > 16:
-            _MARKERS.clear()
-        hit = _MARKERS[id(pack)] = (pack, (pack.truncation_markers(), pack.truncation_markers(inside=True)))
-    key = hit[1]
-    return _TEXT_FACTS.get(key, text, lambda: (_ingest_cut(text), _marker(text, *key)))
-
-
-_MARKERS: dict[int, tuple[KnowledgePack, tuple[tuple[str, ...], tuple[str, ...]]]] = {}
+    so each distinct text is read once in a run (`evaluators.core.memo`)."""
+    run = memos()
+    key = run.identity("coverage.markers", max_entries=16).get(
+        None, pack, None, lambda: (pack.truncation_markers(), pack.truncation_markers(inside=True)))
+    return run.text("coverage.text_facts").get(key, text, lambda: (_ingest_cut(text), _marker(text, *key)))
 
 
 def field_coverage(

@@ -36,7 +36,17 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
+from agent_factory.evaluators.provenance.literals import _firsts
 from agent_factory.evaluators.provenance.prefilter import trie_regex
+
+try:
+    from re import _compiler as _RC  # type: ignore[attr-defined]  # private: typeshed has no stub
+    from re import _constants as _C  # type: ignore[attr-defined]
+    from re import _parser as _P  # type: ignore[attr-defined]
+
+    _COMPILE = _RC.compile
+except ImportError:  # pragma: no cover - another Python
+    _C = _P = _COMPILE = None
 
 Kind = Literal["addressee", "verdict", "directive", "override", "spoof", "benign"]
 """What a cue is evidence of."""
@@ -59,7 +69,7 @@ class Cue:
     weight: float
     """Its weight; 0 for an addressee cue whose weight is that of the tier of the title it names."""
     rx: re.Pattern[str]
-    """The regex."""
+    """The regex; with `group` 1, compiled to skip to where a match can start (`compile_cue`): read it with `find`."""
     carries: bool = False
     """Also counts for the next sentences (a salutation, a heading, a forged line, an override)."""
     directive: bool = False
@@ -71,6 +81,30 @@ class Cue:
     key: str = ""
     """The group of key words (`cue_keys`, by language) one of which every match holds: the cue is looked for only
     near one. Empty for verdict, directive and benign cues, looked for only around the others."""
+    group: int = 0
+    """The group of `rx` that holds a match: 1 when `rx` is the skipping form, else 0 (the whole match)."""
+    source: str = ""
+    """The regex as written (`rx` compiled from a parsed tree has no `pattern`)."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # A regex compiled from a parsed tree does not pickle (its pattern is None): the cue is made again from its
+        # source, as `cue` made it.
+        return _remake, (self.name, self.kind, self.weight, self.source or self.rx.pattern, self.carries,
+                         self.directive, self.tiers, self.mention, self.key)
+
+    def find(self, low: str, start: int, end: int) -> list[tuple[int, int]]:
+        """The spans of the non-empty matches in low[start:end], as `rx.finditer(low, start, end)` of the cue's own
+        regex yields them."""
+        rx, g = self.rx, self.group
+        if not g:
+            return [m.span() for m in rx.finditer(low, start, end) if m.end() > m.start()]
+        out: list[tuple[int, int]] = []
+        m = rx.search(low, start, end)
+        while m is not None:  # the skipping form never matches empty: from a match's end, as finditer goes on
+            a, b = m.span(g)
+            out.append((a, b))
+            m = rx.search(low, b, end)
+        return out
 
     def weigh(self, matched: str) -> float:
         """The weight of a match of this cue (`matched`: its text)."""
@@ -83,7 +117,39 @@ class Cue:
 def cue(name: str, kind: Kind, weight: float, pattern: str, *, carries: bool = False, directive: bool = False,
         tiers: tuple[re.Pattern[str], ...] = (), mention: bool = False, key: str = "") -> Cue:
     """A cue from its regex source."""
-    return Cue(name, kind, weight, re.compile(pattern), carries, directive, tiers, mention, key)
+    rx, group = compile_cue(pattern)
+    return Cue(name, kind, weight, rx, carries, directive, tiers, mention, key, group, pattern)
+
+
+def _remake(name: str, kind: Kind, weight: float, pattern: str, carries: bool, directive: bool,
+            tiers: tuple[re.Pattern[str], ...], mention: bool, key: str) -> Cue:
+    return cue(name, kind, weight, pattern, carries=carries, directive=directive, tiers=tiers, mention=mention, key=key)
+
+
+def compile_cue(pattern: str) -> tuple[re.Pattern[str], int]:
+    r"""`pattern` compiled to be searched fast, and the group holding its match.
+
+    `re` tries a pattern that opens with groups and alternations (most cues: "(?:to|for|attention...)?{title}") at
+    every position of the text; one that opens with a character class it skips to the next character of the class.
+    So the pattern is compiled as `[F](?<=(?=(P))[\s\S])`: a character a match can start with (`F`, read from the
+    parsed pattern, exactly: cues are case-sensitive), then, from that character, the pattern itself in group 1.
+    Searched from a position, it finds the same match as the pattern (`Cue.find`). The pattern is parsed once (the
+    parse is most of the cost of compiling, paid at import); where it can start with any character or match empty,
+    or where the standard library's parser is not the one this reads, it is compiled as it is (group 0)."""
+    if _P is not None:
+        try:
+            # [placeholder] then lookbehind( lookahead( group 1( pattern ) ), any character )
+            tree = _P.parse(rf"[\x00](?<=(?=({pattern}))[\s\S])", 0)
+            (_, (_, behind)), = tree[1:2]
+            (_, (_, ahead)), _any = behind
+            (_, (_, _, _, body)), = ahead
+            chars, empty = _firsts(body)
+            if chars and not empty:
+                tree[0] = (_C.IN, [(_C.LITERAL, ord(c)) for c in sorted(chars)])
+                return _COMPILE(tree, 0), 1
+        except Exception:  # noqa: BLE001 - another parser's tree: the plain pattern matches the same
+            pass
+    return re.compile(pattern), 0
 
 
 def _word(ch: str) -> bool:

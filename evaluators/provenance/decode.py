@@ -207,12 +207,13 @@ def _english(words: list[str]) -> float:
     return sum(w in COMMON for w in words) / len(words)
 
 
-def _rot13_stretches(text: str) -> list[tuple[int, int]]:
-    """Stretches (between sentence marks) whose rot13 reads as English and clearly better than they do."""
+def _rot13_stretches(text: str, low: str | None = None) -> list[tuple[int, int]]:
+    """Stretches (between sentence marks) whose rot13 reads as English and clearly better than they do (`low`: the
+    text lower-cased, when the caller has it)."""
     out: list[tuple[int, int]] = []
     pos = 0
     ends: list[int] | None = None
-    low = lower(text)
+    low = lower(text) if low is None else low
     for _ in range(4 * MAX_TRIED):
         m = _ROT_HINT.search(low, pos)  # from the end of the last stretch: each stretch looked at once
         if m is None:
@@ -293,7 +294,7 @@ def _unspace(run: str) -> str | None:
 # ---- all of them ----------------------------------------------------------------------------------------
 
 
-def _candidates(text: str) -> list[tuple[int, int, str, str]]:
+def _candidates(text: str, low: str | None) -> list[tuple[int, int, str, str]]:
     """(start, end, decoded text, how) of every decodable run of `text`, in no particular order."""
     found: list[tuple[int, int, str, str]] = []
     for k, m in enumerate(_B64.finditer(text)):
@@ -313,7 +314,7 @@ def _candidates(text: str) -> list[tuple[int, int, str, str]]:
             out = _url(text[a:b])
             if out is not None:
                 found.append((a, b, out, "url"))
-    for a, b in _rot13_stretches(text):
+    for a, b in _rot13_stretches(text, low):
         found.append((a, b, rot13(text[a:b]), "rot13"))
     for k, m in enumerate(_SPACED.finditer(text)):
         if k >= MAX_TRIED:
@@ -324,15 +325,16 @@ def _candidates(text: str) -> list[tuple[int, int, str, str]]:
     return found
 
 
-def find_blobs(text: str, *, depth: int = 1) -> list[Blob]:
+def find_blobs(text: str, *, depth: int = 1, low: str | None = None) -> list[Blob]:
     """The encoded runs of `text` (normalized for the scan) that decode to readable text, in order, without
-    overlaps (of two overlapping runs, the earlier, then the longer, is kept), within the budget."""
+    overlaps (of two overlapping runs, the earlier, then the longer, is kept), within the budget. `low`: the text
+    lower-cased (`normalize.lower`), when the caller has it: the scan reads it too."""
     if len(text) < 4:
         return []
     blobs: list[Blob] = []
     budget = MAX_DECODED
     end = 0
-    for a, b, out, how in sorted(_candidates(text), key=lambda c: (c[0], c[0] - c[1])):
+    for a, b, out, how in sorted(_candidates(text, low), key=lambda c: (c[0], c[0] - c[1])):
         if a < end:
             continue
         shown = normalize(out, decode=True).text

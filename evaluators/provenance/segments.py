@@ -1,6 +1,6 @@
 """Traffic segmentation: is a turn real user traffic, or a test account, a cached suggestion, synthetic?
 
-Segments with different links between performance and observations must not be pooled (DESIGN.md section
+Segments with different links between performance and observations must not be pooled (docs/method.md section
 2), so every turn is placed in exactly one segment by the pack's ordered rules, first match wins, `real` when
 none matches. Only `real` is analysed; the result records which rule matched and on what evidence.
 """

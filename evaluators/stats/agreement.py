@@ -1,4 +1,4 @@
-"""Agreement between raters on categorical data items, and the admission rule (DESIGN.md section 6).
+"""Agreement between raters on categorical data items, and the admission rule (docs/method.md section 6).
 
 The two models of an audit are raters on the *data items* (each a yes/no or a category), not on scores.
 An item enters the analysis only if cross-model kappa >= 0.60, compared at two decimals.
@@ -19,7 +19,7 @@ from agent_factory.frozen import Frozen
 VERSION = "1"
 
 ADMISSION_THRESHOLD = 0.60
-"""Cross-model kappa an item needs to be admitted (DESIGN.md section 6)."""
+"""Cross-model kappa an item needs to be admitted (docs/method.md section 6)."""
 
 
 class Kappa(Frozen):

@@ -1,4 +1,4 @@
-"""User-clustered intervals and tests (DESIGN.md section 7).
+"""User-clustered intervals and tests (docs/method.md section 7).
 
 Turns of one user are not independent: in the study a per-turn A/A test raised at least one false alarm in
 98% of user splits. Everything here treats the cluster (user) as the independent unit:

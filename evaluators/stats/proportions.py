@@ -1,6 +1,6 @@
 """Binomial proportions: a confidence interval for one rate and a z test comparing two.
 
-Trials here are treated as independent. For turns of the same user that is false (DESIGN.md section 7: a
+Trials here are treated as independent. For turns of the same user that is false (docs/method.md section 7: a
 per-turn A/A test raised a false alarm in 98% of splits); use `clustered` for anything the gate decides on.
 """
 

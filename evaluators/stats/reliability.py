@@ -1,4 +1,4 @@
-"""Reliability of scores: intraclass correlation and variance components (DESIGN.md section 6).
+"""Reliability of scores: intraclass correlation and variance components (docs/method.md section 6).
 
 `scores` is a complete units x raters matrix (one score per unit and rater, no missing cells). The two-way
 ANOVA mean squares follow Shrout & Fleiss (1979): BMS between units, JMS between raters, EMS residual, WMS

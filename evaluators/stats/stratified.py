@@ -1,4 +1,4 @@
-"""Stratified mean: the Substance score S over a sample drawn per stratum (DESIGN.md section 4).
+"""Stratified mean: the Substance score S over a sample drawn per stratum (docs/method.md section 4).
 
 Each sampled unit of stratum h stands for w_h = N_h / n_h units of the population, so the estimate is
 sum_h N_h * mean_h / sum_h N_h. Its variance is the textbook stratified formula with a finite population

@@ -1,4 +1,4 @@
-"""Character-bigram similarity of two requests: the redo rule's measure (DESIGN.md section 4, Results).
+"""Character-bigram similarity of two requests: the redo rule's measure (docs/method.md section 4, Results).
 
 Character bigrams need no word segmentation, so the same rule works for Chinese, where words are not
 separated by spaces, and for English. A redo is two adjacent requests with Jaccard >= 0.6 (the threshold is

@@ -1,8 +1,5 @@
-"""`agent-factory diff` and `agent-factory approve`: a person reviews a spec change and approves a suite.
-
-Registered on the app of `factory.cli.app` (which imports this module at its end), so they share its options,
-error handling and exit codes.
-"""
+"""`agent-factory build`, `diff` and `approve`: a role spec compiled into a suite, a spec change reviewed, a
+suite approved by a person."""
 
 from __future__ import annotations
 
@@ -13,14 +10,86 @@ import typer
 from rich.table import Table
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli.app import JsonOpt, app, emit_json, err, fail, out
+from agent_factory.factory.cli.base import JsonOpt, app, emit_json, err, fail, out
+from agent_factory.factory.project import open_project
 
 if TYPE_CHECKING:  # the review module loads only when a command runs
     from agent_factory.factory.suite.review import SuiteDiff
 
 
-def _missing(path: Path) -> typer.Exit | None:
-    return fail(AgentFactoryError(f"{path}: no such file or directory")) if not path.exists() else None
+@app.command()
+def build(
+    spec: Annotated[Path, typer.Option("--spec", help="The agent's system prompt (role spec), markdown or text.")],
+    pack: Annotated[
+        str, typer.Option("--pack", help="Base knowledge pack: a built-in name or a YAML path.")
+    ] = "default",
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="Suite directory to write; default: suites/<spec>.")
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Model config (agent-factory.toml); default: ./agent-factory.toml if present. "
+                                      "With a small model, it compiles the sentences the rules could not."),
+    ] = None,
+    no_model: Annotated[
+        bool, typer.Option("--no-model", help="Use only the deterministic compiler, even with a model configured.")
+    ] = False,
+    cache_dir: Annotated[
+        Path, typer.Option("--cache", help="Cache of the model's answers (a rebuild asks nothing again).")
+    ] = Path(".agent-factory/cache"),
+    as_json: JsonOpt = False,
+) -> None:
+    """Compile a role spec into a reviewable evaluator suite: clauses, data definitions, schemas, manifest."""
+    from agent_factory.evaluators.collect.backends import CallCounters
+    from agent_factory.factory.compile import COMPILER_VERSION
+
+    target = out_dir if out_dir is not None else Path("suites") / spec.stem
+    counters = CallCounters()
+    try:
+        # The cache is opened only for model builds: a deterministic build leaves no directory behind.
+        with open_project(pack=pack, config=config, cache=cache_dir) as p:
+            report = p.build(spec, out=target, model=not no_model, counters=counters)
+            small = None if no_model else p.model_config.small
+    except AgentFactoryError as e:
+        raise fail(e) from e
+    compiler = f"deterministic compiler {COMPILER_VERSION}"
+    if small is not None:
+        compiler += (f", then the model orchestrator ({small.name}; {counters.model_calls} model call(s), "
+                     f"{counters.tokens} tokens; answers cached in {cache_dir})")
+    elif not no_model:
+        compiler += " (no model configured: --config or AGENT_FACTORY_SMALL_MODEL adds one)"
+    err.print(f"compiler: {compiler}", markup=False, soft_wrap=True)
+    if as_json:
+        emit_json(report.model_dump(mode="json"))
+        return
+    data = report.model_dump(mode="json")
+    from_pack = sum(1 for c in data["clauses"] if c["origin"] == "pack")
+    total = len(data["clauses"])
+    table = Table(title=f"{total} clauses the suite runs: {total - from_pack} from {spec} "
+                        f"({data['normative_sentences']} rule sentences, {data['compiled']} clauses compiled), "
+                        f"{from_pack} from the pack {data['extends']}", title_justify="left")
+    for col in ("id", "line", "trigger", "obligation", "check"):
+        table.add_column(col, overflow="fold")
+    for c in data["clauses"]:
+        line = str(c["source_line"]) if c["source_line"] is not None else "pack"
+        table.add_row(str(c["id"]), line, str(c["trigger"]), str(c["obligation"]), str(c["check"]))
+    out.print(table)
+    for m in data["merged"]:
+        lines = ", ".join(str(n) for n in m["lines"])
+        where = f"{spec.name} line{'s' if len(m['lines']) > 1 else ''} {lines}"
+        twice = f" (also {', '.join(m['dropped'])}, not run)" if m["dropped"] else ""
+        pack = f" and the pack's clause {m['pack_clause']}" if m["pack_clause"] else ""
+        out.print(f"merged: {where}{twice}{pack} state one check, {m['check']}: run once as {m['kept']} "
+                  f"(source: line {m['source_line']}); {m['note']}", markup=False, soft_wrap=True)
+    out.print(f"{data['always_triggers']} clause(s) have a trigger that matches every unit (their obligation is "
+              "asked of every unit)", markup=False)
+    if data["uncompiled"]:
+        err.print(f"could not compile {len(data['uncompiled'])} sentence(s):")
+        for u in data["uncompiled"]:
+            err.print(f"  {spec}:{u.get('line', u.get('source_line', '?'))}: {u.get('reason', '')}: "
+                      f"{u.get('sentence', u.get('text', ''))}", markup=False, soft_wrap=True)
+    out.print(f"suite written to {target} ({data.get('files', '?')} files); review it, approve it with "
+              f"`agent-factory approve {target}`, then `agent-factory run --suite {target}`", markup=False)
 
 
 @app.command()
@@ -33,13 +102,9 @@ def diff(
     as_json: JsonOpt = False,
 ) -> None:
     """Show what a spec change does: clauses, data definitions (what a rerun recollects), evaluator versions."""
-    from agent_factory.factory.suite.review import suite_diff
-
-    for path in (old, new):
-        if (missing := _missing(path)) is not None:
-            raise missing
     try:
-        d = suite_diff(old, new, pack=pack)
+        with open_project(pack=pack) as p:
+            d = p.diff(old, new)
     except AgentFactoryError as e:
         raise fail(e) from e
     if as_json:
@@ -109,19 +174,11 @@ def approve(
     as_json: JsonOpt = False,
 ) -> None:
     """Approve a reviewed suite: snapshot its files into DIR/approved/; runs use that snapshot."""
-    from agent_factory.factory.suite.review import approval_status, approve_suite
-
-    if (missing := _missing(directory)) is not None:
-        raise missing
     try:
-        try:
-            before = approval_status(directory)
-        except AgentFactoryError:
-            before = None  # a damaged approval: approving again repairs it, so this is no error here
-        approval = approve_suite(directory, by=by, note=note)
+        with open_project() as p:
+            approval, unchanged = p.approve(directory, by=by, note=note)
     except AgentFactoryError as e:
         raise fail(e) from e
-    unchanged = before is not None and before.approved and not before.newer_unapproved and before.at == approval.at
     if as_json:
         emit_json({"directory": str(directory), "already_approved": unchanged, **approval.model_dump(mode="json")})
         return

@@ -1,8 +1,8 @@
-"""The spec compiler: a role spec (system prompt) -> clauses -> a reviewable evaluator suite on disk.
+"""The spec compiler: a role spec (system prompt) -> clauses (`factory.suite.write.build_suite` writes the
+reviewable evaluator suite on disk from them).
 
 Example:
     spec = compile_spec(Path("specs/airline_en.md").read_text(), source="airline_en.md")
-    report = build_suite(Path("specs/airline_en.md"), pack="default", out=Path("suite"))
 """
 
 from agent_factory.factory.compile.compiler import compile_spec
@@ -14,9 +14,8 @@ from agent_factory.factory.compile.model import (
     CompiledSpec,
     Uncompiled,
 )
-from agent_factory.factory.suite.write import build_suite
 
 __all__ = [
     "COMPILER_VERSION", "BuildReport", "ClauseSummary", "CompiledClause", "CompiledSpec", "Uncompiled",
-    "build_suite", "compile_spec",
+    "compile_spec",
 ]

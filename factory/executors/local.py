@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection
+from typing import Any
 
 from agent_factory.evaluators.kernel import UserUnits
-from agent_factory.factory.executors import Sink, UnitSource, Work
+from agent_factory.factory.executors import CollectJob, Sink, UnitSource, Work
 
 
 class LocalExecutor:
@@ -16,6 +17,10 @@ class LocalExecutor:
     def __init__(self, *, concurrency: int = 8, progress: Callable[[int], None] | None = None) -> None:
         self.concurrency = concurrency
         self.progress = progress
+
+    def collect(self, keys: Collection[str] | None, job: CollectJob[Any, Any]) -> int:
+        """`Executor.collect`: the job's units read here, its work on each here, every batch to its sink."""
+        return self.run(keys, source=job.units, work=job.work, sink=job.sink)
 
     def run(self, keys: Collection[str] | None, *, source: UnitSource, work: Work, sink: Sink) -> int:
         """Visit the users `keys` (None: all); the number of users done."""

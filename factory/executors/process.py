@@ -10,6 +10,10 @@ This process keeps the store: it reads plain rows (cheap to pickle) and cuts the
 collector and the pack instead of unpickling them, and return plain results, which `sink` writes here in the
 order the chunks came. At most two chunks per worker are in flight, so memory stays bounded whatever the store
 holds.
+
+A run's collection comes in through `collect`, the `Executor` protocol's method (the job's shards are the chunks,
+`factory.pipeline.parallel.RunCollection`); ingest and the analyses call `run`, the same pool over chunks of their
+own.
 """
 
 from __future__ import annotations
@@ -20,12 +24,13 @@ import os
 import signal
 import sys
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
 from agent_factory.errors import CollectionError
+from agent_factory.factory.executors import CollectJob
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -127,6 +132,12 @@ class ProcessExecutor(Generic[C, R]):
             raise ValueError(f"a process executor needs at least 2 workers; got {workers} (use the local executor)")
         self.workers = workers
         self.progress = progress
+
+    def collect(self, keys: Collection[str] | None, job: CollectJob[C, R]) -> int:
+        """`Executor.collect`: the job's shards cut here, each collected in a worker (`collect_shard`), what
+        comes back taken here in shard order (`take`). The workers are forked before the first shard is read, so
+        they inherit the job (its plan, collector, pack and unit context) instead of unpickling it."""
+        return self.run(job.shards(keys), work=job.collect_shard, sink=job.take)
 
     def run(self, chunks: Iterable[tuple[C, int]], *, work: Callable[[C], R], sink: Callable[[R], None]) -> int:
         """Run `work` on every chunk (with the number of things it holds) in a worker, `sink` on each result

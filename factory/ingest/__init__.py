@@ -1,3 +1,4 @@
-"""Ingest: sources (files, directories, bytes) read by the adapters and written to the store, nothing counted
-and dropped (`files`: paths and the per-file report; `lines`: JSON-lines readers; `writer`: the store's side;
-`identity`: one record per id across files)."""
+"""Ingest: sources (files, directories, bytes, request bodies) read by the adapters and written to the store,
+nothing counted and dropped (`sources`: what ingest takes and how a directory expands; `files`: open a source,
+ingest its items, the per-source report; `lines`: JSON-lines readers in worker processes; `writer`: the store's
+side; `identity`: one record per id across sources)."""

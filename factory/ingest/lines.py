@@ -12,7 +12,6 @@ staged, quarantined and reported is what reading the file in this process gives,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ import pyarrow as pa
 from agent_factory.adapters.base import Adapter, AdapterItem, LineAdapter, LineItems, Quarantine
 from agent_factory.adapters.jsonio import FieldCut, Hinted, current_limits, iter_lines, json_line, reading
 from agent_factory.adapters.model import Span
-from agent_factory.adapters.source import shown
+from agent_factory.adapters.source import Source
 from agent_factory.factory.executors.process import ProcessExecutor, can_fork
 from agent_factory.factory.store import span_row
 from agent_factory.factory.store.rows import arrow_rows
@@ -39,28 +38,28 @@ _Read = tuple[list[AdapterItem], pa.Table, list[FieldCut]]
 fields cut."""
 
 
-def line_reader(adapter: Adapter, path: Path, *, workers: int) -> LineItems | None:
-    """How workers would read `path`'s lines, if they should: a line-by-line adapter, a file large enough, more
-    than one worker, and a system that forks; None otherwise (the adapter's `read` in this process)."""
+def line_reader(adapter: Adapter, source: Source, *, workers: int) -> LineItems | None:
+    """How workers would read `source`'s lines, if they should: a line-by-line adapter, a source large enough
+    (decoded), more than one worker, and a system that forks; None otherwise (the adapter's `read` here)."""
     if workers < 2 or not isinstance(adapter, LineAdapter) or not can_fork():
         return None
     try:
-        if path.stat().st_size < MIN_BYTES_FOR_WORKERS:
+        if source.size_hint() < MIN_BYTES_FOR_WORKERS:
             return None
     except OSError:
         return None  # `read` reports it as the one-process path does
-    return adapter.line_items(path)
+    return adapter.line_items(source)
 
 
-def read_lines_in_processes(path: Path, per_line: LineItems, *, workers: int, source_id: str,
+def read_lines_in_processes(src: Source, per_line: LineItems, *, workers: int, source_id: str,
                             take: Callable[[AdapterItem | pa.Table], None], cuts: list[FieldCut]) -> None:
-    """Read `path` with `per_line` in `workers` processes; `take` gets each item but spans in file order, and each
-    chunk's spans as a table of their `staged_spans` rows (made by the worker) after its other items; `cuts` the
-    fields cut. A file that cannot be read to its end ends with one `Quarantine`, as `read`."""
-    source = shown(path)
+    """Read `src` (decoded) with `per_line` in `workers` processes; `take` gets each item but spans in order, and
+    each chunk's spans as a table of their `staged_spans` rows (made by the worker) after its other items; `cuts`
+    the fields cut. A source that cannot be read to its end ends with one `Quarantine`, as `read`."""
+    source = src.id
     limits = current_limits()
     failed: list[OSError] = []
-    hinted = Hinted(path)
+    hinted = Hinted(src)
 
     def work(lines: _Lines) -> _Read:
         out: list[AdapterItem] = []
@@ -89,18 +88,18 @@ def read_lines_in_processes(path: Path, per_line: LineItems, *, workers: int, so
         take(staged)
 
     executor: ProcessExecutor[_Lines, _Read] = ProcessExecutor(workers=workers)
-    executor.run(_chunks(path, failed), work=work, sink=sink)
+    executor.run(_chunks(src, failed), work=work, sink=sink)
     if failed:
         take(Quarantine(source=source, location="file", message=f"could not read file: {failed[0]}"))
 
 
-def _chunks(path: Path, failed: list[OSError]) -> Iterator[tuple[_Lines, int]]:
+def _chunks(src: Source, failed: list[OSError]) -> Iterator[tuple[_Lines, int]]:
     """Whole lines with their numbers (as `iter_lines` ends and numbers them), about `CHUNK_BYTES` at a time; an
     I/O error ends them (kept in `failed`)."""
     chunk: _Lines = []
     size = 0
     try:
-        with open(path, "rb") as f:
+        with src.open_text() as f:
             for lineno, raw in iter_lines(f):
                 chunk.append((lineno, raw))
                 size += len(raw)

@@ -1,4 +1,4 @@
-"""The orchestrator's pipeline (DESIGN.md section 8): the graph of what depends on what (`graph`, pure) and
+"""The orchestrator's pipeline (docs/method.md section 8): the graph of what depends on what (`graph`, pure) and
 what the store keeps between runs to recompute only the descendants of a change (`state`). The runner in
 `engine` executes it; `watch` triggers it on new trace files."""
 

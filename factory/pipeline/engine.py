@@ -13,35 +13,35 @@ import json
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-import networkx as nx
 import pyarrow as pa
 
-from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators import kernel
 from agent_factory.evaluators.core import Analysis, ComponentSpec, DataDefinition, Layer
-from agent_factory.evaluators.kernel import CollectPlan, DatumBatch
-from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.evaluators.core.memo import run_memos
+from agent_factory.evaluators.kernel import CollectPlan
 from agent_factory.factory.executors import Executor
 from agent_factory.factory.executors.local import LocalExecutor
-from agent_factory.factory.executors.process import can_fork, default_workers
+from agent_factory.factory.executors.process import ProcessExecutor, can_fork, default_workers
 from agent_factory.factory.pipeline.analyses import analyse_group
 from agent_factory.factory.pipeline.graph import VERSION as GRAPH_VERSION
 from agent_factory.factory.pipeline.graph import TracesState, build_graph, describe, fingerprints, reads_component
-from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS, Tally, collect_in_workers, tally
+from agent_factory.factory.pipeline.parallel import MIN_USERS_FOR_WORKERS, RunCollection, ShardDone, Tally
 from agent_factory.factory.pipeline.plan import Plan, make_plan
-from agent_factory.factory.pipeline.report import RunReport
-from agent_factory.factory.pipeline.units import iter_user_units, unit_context
+from agent_factory.factory.pipeline.report import ComponentReport, MetricReport, PlanReport, RunReport
+from agent_factory.factory.pipeline.units import unit_context
 from agent_factory.factory.store import Batch, Store
 from agent_factory.factory.store.data import DataBatch, count_not_written_by, data_counts, drop_items
-from agent_factory.factory.store.pipeline import current_sources, save_state
+from agent_factory.factory.store.inputs import RunInputs
+from agent_factory.factory.store.pipeline import save_state
 from agent_factory.factory.store.results import merge_results, population_metrics, result_table
 from agent_factory.factory.store.runs import record_run
-from agent_factory.factory.store.units import drop_users, load_rows, unit_row
+from agent_factory.factory.store.turn_tables import TurnChunk
+from agent_factory.factory.store.units import drop_users, load_rows
 from agent_factory.heap import bulk_objects, release_free_memory
 from agent_factory.knowledge_packs import KnowledgePack
 
@@ -95,13 +95,6 @@ class _Tally:
                    collected=sum(c.collected.values()), reused=c.reused - sum(c.reused_uncollected.values()))
 
 
-def injection_pointers(store: Store) -> dict[str, tuple[EvidencePointer, ...]]:
-    """Turn id -> where provenance flagged text addressed to an evaluator in it (stored at ingest), so that every
-    prompt showing that text marks it as flagged."""
-    return {tid: tuple(f.pointer for f in ProvenanceRecord.model_validate_json(rec).injections)
-            for tid, rec in store.injection_records()}
-
-
 _Defs = dict[Layer, dict[str, list[DataDefinition]]]
 
 
@@ -149,16 +142,22 @@ class Runner:
     fingerprints with the last complete run's: units of users touched by new files are rebuilt, definitions
     whose v changed are recollected on every unit, and only analyses downstream of a change rerun. With
     nothing changed, nothing is collected or analysed.
+
+    `inputs` is what the run reads of the store before it plans (`store.inputs.read_run_inputs`), read by whoever
+    assembles the run (`Project`): the constructor reads no store.
     """
 
     def __init__(
         self, store: Store, *, pack: KnowledgePack, collector: Collector, specs: Sequence[ComponentSpec],
-        concurrency: int = 8, progress: Callable[[int], None] | None = None, full: bool = False,
-        executor: Executor | None = None, started: float | None = None, workers: int | None = None,
+        inputs: RunInputs, concurrency: int = 8, progress: Callable[[int], None] | None = None,
+        full: bool = False, executor: Executor | None = None, started: float | None = None,
+        workers: int | None = None,
     ) -> None:
         # `time.perf_counter()` when the work began: a report's seconds are the wall time a user waited.
         self.started = started if started is not None else time.perf_counter()
         self.store, self.pack, self.collector, self.specs = store, pack, collector, list(specs)
+        # The executor of a run that stays in this process; a rules-only run over many users gets a
+        # `ProcessExecutor` instead when it executes (`_executor`), unless an executor was given.
         self.executor: Executor = executor or LocalExecutor(concurrency=concurrency, progress=progress)
         self._own_executor = executor is None
         self._progress = progress
@@ -178,10 +177,11 @@ class Runner:
         by_component: dict[str, list[DataDefinition]] = {}
         for i, d in self.by_id.items():
             by_component.setdefault(self.component_of[i], []).append(d)
-        self.sources = current_sources(store)
-        self.injections = injection_pointers(store)
-        self.horizon_at = store.horizon()
-        self.horizon = self.horizon_at.timestamp() if self.horizon_at is not None else None
+        self.inputs = inputs
+        self.sources = self.inputs.sources
+        self.injections = self.inputs.injections
+        self.horizon_at = self.inputs.horizon_at
+        self.horizon = self.inputs.horizon
         self.traces = TracesState(sources=self.sources, window_days=pack.thresholds.window_days)
         self.graph = build_graph(
             specs=self.specs, definitions=by_component, pack=pack, traces=self.traces,
@@ -197,8 +197,7 @@ class Runner:
     @progress.setter
     def progress(self, fn: Callable[[int], None] | None) -> None:
         self._progress = fn
-        if isinstance(self.executor, LocalExecutor):
-            self.executor.progress = fn
+        self.executor.progress = fn
 
     # ---- plan ------------------------------------------------------------------------------------
 
@@ -226,24 +225,22 @@ class Runner:
     # ---- execute and persist ----------------------------------------------------------------------
 
     def execute_plan(self, plan: Plan) -> None:
-        """Collect over the users the plan visits, persisting each user's batch as it finishes."""
-        cplan = self.collect_plan(plan)
+        """Collect over the users the plan visits, persisting each user's batch (or each worker's shard) as it
+        finishes."""
+        job = RunCollection(
+            self.store, plan=self.collect_plan(plan), collector=self.collector, run_id=self.run_id,
+            context=unit_context(self.store, window_days=self.pack.thresholds.window_days, horizon=self.horizon_at),
+            data=self.batch, units=self.unit_batch)
+        self._executor(plan).collect(None if plan.visit_all else plan.users, job)
+        job.flush()
+        self.acc.add(job.tally)
+
+    def _executor(self, plan: Plan) -> Executor:
+        """This run's collection's executor: forked workers (`_workers`) or the runner's own."""
         workers = self.workers_used = self._workers(plan)
         if workers > 1:
-            self._execute_in_processes(plan, cplan, workers)
-            return
-        window = self.pack.thresholds.window_days
-
-        def source(keys: Collection[str] | None) -> Iterator[kernel.UserUnits]:
-            return iter_user_units(self.store, window_days=window, users=keys, horizon=self.horizon_at)
-
-        async def work(u: kernel.UserUnits) -> DatumBatch:
-            # Each unit's data go to the store's batches as they are collected, as one user's would pile up.
-            return await kernel.collect_user(u, cplan, self.collector, on_unit=self.persist)
-
-        self.executor.run(None if plan.visit_all else plan.users, source=source, work=work, sink=self.persist)
-        self.batch.flush()
-        self.unit_batch.flush()
+            return ProcessExecutor[TurnChunk, ShardDone](workers=workers, progress=self.progress)
+        return self.executor
 
     def _workers(self, plan: Plan) -> int:
         """Worker processes for this run's collection: more than one only for a rules-only collector, with no
@@ -253,21 +250,6 @@ class Runner:
         if self.workers is None and self.users_to_visit() < MIN_USERS_FOR_WORKERS:
             return 1
         return self._analysis_workers()
-
-    def _execute_in_processes(self, plan: Plan, cplan: CollectPlan, workers: int) -> None:
-        """Collection by forked workers (`parallel.collect_in_workers`)."""
-        collect_in_workers(
-            self.store, users=None if plan.visit_all else plan.users, plan=cplan, collector=self.collector,
-            context=unit_context(self.store, window_days=self.pack.thresholds.window_days, horizon=self.horizon_at),
-            run_id=self.run_id, workers=workers, progress=self.progress, acc=self.acc, data=self.batch,
-            units=self.unit_batch)
-
-    def persist(self, b: DatumBatch) -> None:
-        """Queue one user's units and data for the store, counting what was left uncollected and why."""
-        tally(self.acc, b)
-        self.batch.add(b.columns)
-        for u in b.units:
-            self.unit_batch.add(unit_row(u, run_id=self.run_id))
 
     # ---- analyse and merge -------------------------------------------------------------------------
 
@@ -305,28 +287,24 @@ class Runner:
 
     def save(self, plan: Plan) -> None:
         """Record the run's fingerprints; data a rerun could still collect (budget, provider errors) keep their
-        definitions dirty."""
-        fps = fingerprints(self.graph)
-        for item in self.acc.retry_items:
-            for node in (f"definition:{item}", *nx.descendants(self.graph, f"definition:{item}")):
-                fps[node] = "retry"
+        definitions dirty (`retry`: the next plan counts them changed)."""
         if not plan.dirty.nothing or self.full:
-            save_state(self.store, fingerprints=fps, sources=self.sources, horizon=self.horizon,
-                       run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days)
+            save_state(self.store, fingerprints=fingerprints(self.graph), sources=self.sources, horizon=self.horizon,
+                       run_id=self.run_id, graph_version=GRAPH_VERSION, window_days=self.traces.window_days,
+                       retry=self.acc.retry_items)
 
     # ---- report ----------------------------------------------------------------------------------
 
-    def _components(self) -> dict[str, dict[str, Any]]:
+    def _components(self) -> dict[str, ComponentReport]:
         counts = data_counts(self.store)
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, ComponentReport] = {}
         for spec in self.specs:
             n, rows = population_metrics(self.store, spec.name)
-            out[spec.name] = {
-                "data": counts.get(spec.name, {}),
-                "results": n,
-                "metrics": [{"metric": m, "layer": la, "stratum": st, "value": json.loads(v), "low": lo, "high": hi,
-                             "n": nn} for m, la, st, v, lo, hi, nn in rows],
-            }
+            out[spec.name] = ComponentReport(
+                data=counts.get(spec.name, {}), results=n,
+                metrics=tuple(MetricReport(metric=m, layer=la, stratum=st, value=json.loads(v), low=lo, high=hi, n=nn)
+                              for m, la, st, v, lo, hi, nn in rows),
+            )
         return out
 
     def report(self, plan: Plan, *, seconds: float, before: _Tally, merged: dict[str, int]) -> RunReport:
@@ -335,16 +313,15 @@ class Runner:
         after = _Tally.of(self.collector)
         return RunReport(
             run_id=self.run_id, seconds=seconds,
-            plan={
-                "trigger": plan.trigger,
-                "users_visited": self.users_to_visit() if not d.nothing else 0, "users_total": plan.users_total,
-                "users_rebuilt": plan.users_total if plan.users is None else len(plan.users),
-                "definitions_recollected": len(d.items), "definitions_total": len(self.by_id),
-                "analyses_rerun": len(d.analyses),
-                "analyses_total": sum(len(s.analyses) for s in self.specs),
-                "graph": describe(self.graph), "retry_next_run": sorted(self.acc.retry_items),
-                "workers": self.workers_used,
-            },
+            plan=PlanReport(
+                trigger=plan.trigger,
+                users_visited=self.users_to_visit() if not d.nothing else 0, users_total=plan.users_total,
+                users_rebuilt=plan.users_total if plan.users is None else len(plan.users),
+                definitions_recollected=len(d.items), definitions_total=len(self.by_id),
+                analyses_rerun=len(d.analyses), analyses_total=sum(len(s.analyses) for s in self.specs),
+                graph=describe(self.graph), retry_next_run=tuple(sorted(self.acc.retry_items)),
+                workers=self.workers_used,
+            ),
             units=dict(self.acc.units),
             model_calls=after.model_calls - before.model_calls, tokens=after.tokens - before.tokens,
             cost_usd=round(after.cost_usd - before.cost_usd, 6),
@@ -358,7 +335,9 @@ class Runner:
 
     def run(self) -> RunReport:
         """Plan, execute and persist, analyse, merge, save the state and report one run."""
-        with bulk_objects():  # a run keeps ~10^5 small objects alive: fewer collector passes over them
+        # A run's memo tables are its own (a second run in this process, the gate's recomputations, share none);
+        # forked workers take them along at the fork.
+        with run_memos(), bulk_objects():  # a run keeps ~10^5 small objects alive: fewer collector passes over them
             return self._run()
 
     def _run(self) -> RunReport:

@@ -1,4 +1,4 @@
-"""The orchestrator's pipeline (DESIGN.md section 8) as an explicit networkx graph, and what a change dirties.
+"""The orchestrator's pipeline (docs/method.md section 8) as an explicit networkx graph, and what a change dirties.
 
 Nodes, each with the step of section 8 it belongs to and a fingerprint:
 
@@ -18,7 +18,7 @@ complete run's gives exactly the descendants of what changed. Pure: no I/O, same
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -139,8 +139,10 @@ class Dirty:
         return not (self.first or self.traces_changed or self.items or self.analyses)
 
 
-def dirty(g: nx.DiGraph[str], previous: Mapping[str, str] | None) -> Dirty:
-    """Compare with `previous` (node -> fingerprint of the last complete run; None: there is none)."""
+def dirty(g: nx.DiGraph[str], previous: Mapping[str, str] | None, *, retry: Collection[str] = ()) -> Dirty:
+    """Compare with `previous` (node -> fingerprint of the last complete run; None: there is none). The
+    definitions `retry` (data that run could not collect but a rerun could) count as changed, with everything
+    downstream of them, whatever their fingerprints."""
     defs = [n for n in g.nodes if n.startswith("definition:")]
     analyses = [n for n in g.nodes if n.startswith("analysis:")]
     if previous is None:
@@ -148,6 +150,9 @@ def dirty(g: nx.DiGraph[str], previous: Mapping[str, str] | None) -> Dirty:
                      analyses=frozenset(n.split(":", 1)[1] for n in analyses),
                      components=frozenset(g.nodes[n]["component"] for n in analyses), unchanged_items=0)
     changed = {n for n in g.nodes if previous.get(n) != g.nodes[n]["fp"]}
+    for node in (f"definition:{item}" for item in retry):
+        if node in g:  # a definition since removed has nothing left to retry
+            changed |= {node, *nx.descendants(g, node)}
     items = frozenset(g.nodes[n]["item"] for n in defs if n in changed)
     rerun = [n for n in analyses if n in changed]
     return Dirty(

@@ -25,11 +25,10 @@ class Plan:
     users_total: int
 
 
-
 def make_plan(store: Store, graph: nx.DiGraph[str], *, traces: TracesState, horizon: float | None, full: bool) -> Plan:
     """Compare `graph` with the last complete run recorded in `store` (ignored when `full`)."""
     prev = None if full else load_previous(store, graph_version=GRAPH_VERSION)
-    d = dirty(graph, prev.fingerprints if prev else None)
+    d = dirty(graph, prev.fingerprints if prev else None, retry=prev.retry if prev else ())
     users: frozenset[str] | None = frozenset()
     reasons: list[str] = []
     if prev is None:

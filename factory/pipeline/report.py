@@ -1,10 +1,67 @@
-"""`RunReport`: what one `agent-factory run` did (the `--json` output, a contract: keep its keys)."""
+"""`RunReport`: what one `agent-factory run` did (the `--json` output, a contract: keep its keys).
+
+Every part is a frozen model (`report.plan.trigger`, not `report.plan["trigger"]`), so that a renamed or dropped
+key is a type error where it is read rather than a `KeyError` in a command. The field order of each model is the
+key order of the JSON output.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import JsonValue
 
 from agent_factory.frozen import Frozen
+
+
+class PlanReport(Frozen):
+    """What the pipeline found changed since the last complete run and therefore recomputed."""
+
+    trigger: str
+    """Why the run recomputed: first run, full, new trace files, a suite change, or nothing changed."""
+    users_visited: int
+    """Users whose units this run collected (0 when nothing changed)."""
+    users_total: int
+    """Users in the store."""
+    users_rebuilt: int
+    """Users whose units were rebuilt with every definition (new files touched them, or everything was)."""
+    definitions_recollected: int
+    """Definitions whose data were collected afresh on every unit (their v changed)."""
+    definitions_total: int
+    analyses_rerun: int
+    """Analyses downstream of a change (they read changed data, or their own content changed)."""
+    analyses_total: int
+    graph: dict[str, int]
+    """Nodes of the pipeline graph per kind (`graph.describe`)."""
+    retry_next_run: tuple[str, ...]
+    """Definitions with data a rerun could still collect (budget, provider errors), in name order: the next run
+    recollects them."""
+    workers: int
+    """Processes that collected this run (1: this one; 0: nothing was collected)."""
+
+
+class MetricReport(Frozen):
+    """One population-level result of a component as stored (no unit id)."""
+
+    metric: str
+    layer: str
+    stratum: str | None
+    value: JsonValue
+    """The stored value (JSON: a rate, a count, a list, ...)."""
+    low: float | None
+    """Lower end of the 95% interval; None for a value without one."""
+    high: float | None
+    n: int | None
+    """Units (or users) the value is over."""
+
+
+class ComponentReport(Frozen):
+    """One component's stored data counts and population-level results after the run."""
+
+    data: dict[str, int]
+    """Its stored data (the primary rater's) by value: yes, no, not_applicable, uncollected, ..."""
+    results: int
+    """Its stored results, unit-level ones included."""
+    metrics: tuple[MetricReport, ...]
+    """Its population-level results, in (analysis, metric, layer, stratum) order."""
 
 
 class RunReport(Frozen):
@@ -15,10 +72,8 @@ class RunReport(Frozen):
     seconds: float
     """Wall time of the run: from the command's start (for `agent-factory run`, imports, suite loading and
     planning included; for a `Runner` built in code, from its construction) to the report."""
-    plan: dict[str, Any]
-    """What the pipeline found changed since the last complete run and therefore recomputed: `trigger`
-    (first run / full / new traces / suite change / nothing changed), users visited of all, definitions
-    recollected of all, analyses rerun of all."""
+    plan: PlanReport
+    """What the pipeline found changed since the last complete run and therefore recomputed."""
     units: dict[str, int]
     """Units collected per layer by this run (0 when nothing changed)."""
     model_calls: int
@@ -37,5 +92,8 @@ class RunReport(Frozen):
     """This run's uncollected items by reason (they sum to `items.uncollected`)."""
     results: dict[str, int]
     """Stored results: added, removed, unchanged (byte-identical rows, left as they were)."""
-    components: dict[str, dict[str, Any]]
+    components: dict[str, ComponentReport]
     """Per component: stored data counts by value and the population-level results."""
+
+
+__all__ = ["ComponentReport", "MetricReport", "PlanReport", "RunReport"]

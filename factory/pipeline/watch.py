@@ -1,4 +1,4 @@
-"""`agent-factory watch DIR`: the pipeline's trigger on new traces (DESIGN.md section 8, step 1).
+"""`agent-factory watch DIR`: the pipeline's trigger on new traces (docs/method.md section 8, step 1).
 
 Each cycle lists the trace files under DIR, ingests those not seen before (a file counts once its size and
 mtime have stayed put for `settle` seconds, so a file still being written is not read half-way), and when any

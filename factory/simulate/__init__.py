@@ -1,6 +1,6 @@
 """Traffic simulator: a business-analysis agent's traces (OTLP JSON lines) with their ground truth.
 
-`simulate(SimConfig(...), out_dir)` reproduces the shape of the reference study (DESIGN.md sections 3, 4
+`simulate(SimConfig(...), out_dir)` reproduces the shape of the reference study (docs/method.md sections 3, 4
 and 7) at its default size, streams `traces.otlp.jsonl`, `truth.jsonl` (one line per turn) and
 `truth_sessions.jsonl` (one line per real session: its Trajectory events, friction and outcome) in constant
 memory, and records the rates and outcome shares actually realised in `truth_summary.json`. Planted defects

@@ -1,4 +1,4 @@
-"""Session-level behaviour: what a user's next message does besides asking (DESIGN.md section 4, Trajectory).
+"""Session-level behaviour: what a user's next message does besides asking (docs/method.md section 4, Trajectory).
 
 After a failed turn a user may vent frustration ("怎么又报错了"), at the end of a session give up ("算了，我自己用
 Excel算吧"), after an answer that missed the point correct the context the agent got wrong ("我说的是2024年第三季度，

@@ -1,6 +1,6 @@
 """The simulator's knobs (`SimConfig`) and the internal parameters derived from them (`Derived`).
 
-Knobs are stated as the figures the study reports (DESIGN.md sections 3, 4 and 7): a failure rate, a
+Knobs are stated as the figures the study reports (docs/method.md sections 3, 4 and 7): a failure rate, a
 conditional failure rate given a missing step, a replay rate after failure. The generator needs the
 inverse quantities (how often a step is missing given that the turn failed, how much fast-answer mass the
 delivered turns carry), so `derive` solves for them by Bayes' rule once, and a config whose targets cannot
@@ -175,7 +175,7 @@ class SimConfig(Frozen):
     return_window_days: Positive = 7.0
     """The engagement window T: a session with a next one within T counts as returned."""
 
-    # --- trajectory: session-level behaviour (DESIGN.md section 4) ----------------------------------------
+    # --- trajectory: session-level behaviour (docs/method.md section 4) ----------------------------------------
     # A later message that does not resend the previous request is, in this order: a give-up (last message
     # only), a frustrated message, the answer to a clarifying question, a context repair, else an ordinary
     # follow-up or new request. Each is labelled in truth.jsonl; truth_sessions.jsonl applies the outcome rule.

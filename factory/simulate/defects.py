@@ -1,4 +1,4 @@
-"""Planted defects: rewrite a logged turn the way the study's seeded-defect experiment did (DESIGN.md 7).
+"""Planted defects: rewrite a logged turn the way the study's seeded-defect experiment did (docs/method.md section 7).
 
 Only the log changes (blanked answer, resent request, disclosure sentence, file-summary template, scaled
 latency), plus the request contents the privacy and attack-isolation tests need (prompt injection,

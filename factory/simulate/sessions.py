@@ -1,6 +1,6 @@
 """Session truth: the Trajectory events of a real session and its outcome, from the simulator's own labels.
 
-Each event is defined as DESIGN.md section 4 and the Trajectory data definitions state it, and counted the way
+Each event is defined as docs/method.md section 4 and the Trajectory data definitions state it, and counted the way
 their facts count it, but read from what the simulator knows (what each message does, which turns resend
 the previous one, the logged delivery) rather than from any lexicon:
 
@@ -58,7 +58,7 @@ def session_events(turns: list[TurnPlan]) -> dict[str, int]:
 
 
 def outcome(events: dict[str, int], n_turns: int) -> Outcome:
-    """The DESIGN.md outcome rule on a session's event counts."""
+    """The docs/method.md outcome rule on a session's event counts."""
     if any(events[e] for e in BLOCKING_EVENTS):
         return "blocked"
     if any(events[e] for e in RECOVERY_EVENTS):

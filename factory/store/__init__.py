@@ -5,7 +5,10 @@
 - `base`: `Store`, the connection (meta, ingested files, trace reads, transactions);
 - `ingest`: the reads and deletes of an input file's closing steps;
 - `units`, `data`, `results`, `runs`, `pipeline`: a run's units, atomic data (per rater), results, run records
-  and the pipeline state between runs.
+  and the pipeline state between runs;
+- `findings`, `lookup`, `export`: the views' reads (the rows every flag is decided from; what an id names and
+  the stored text and rows of one unit; a level's long Arrow tables and the JSON-lines writer). The views hold
+  no SQL and never touch `Store.con` (`tests/factory/test_store_owns_sql.py`).
 """
 
 from agent_factory.factory.store.base import Store

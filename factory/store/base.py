@@ -211,10 +211,11 @@ class Store:
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def record_source(
-        self, *, source_id: str, path: str, fmt: str, read: int, accepted: int, quarantined: int,
+        self, *, source_id: str, path: str, fmt: str | None, read: int, accepted: int, quarantined: int,
         when: datetime,
     ) -> None:
-        """Record an ingested file: its rows count from now on."""
+        """Record an ingested file: its rows count from now on (`fmt` None: no adapter read it, its one
+        quarantined record says why)."""
         self.con.execute(
             "INSERT INTO sources VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [source_id, path, fmt, when, read, accepted, quarantined],
@@ -307,6 +308,11 @@ class Store:
         cur = self.con.cursor()
         cur.execute("SELECT * FROM events ORDER BY time, id")
         return [event_from_row(row) for row in fetch_dicts(cur)]
+
+    def outcome_kinds(self) -> tuple[str, ...]:
+        """The kinds of outcome event the store holds (a task's reward, feedback, ...), in name order."""
+        return tuple(k for (k,) in self.con.execute(
+            "SELECT DISTINCT kind FROM events WHERE kind IS NOT NULL ORDER BY kind").fetchall())
 
     def conversation_attributes(self) -> dict[str, dict[str, Any]]:
         """Attributes of adapter-provided conversations (task id, trial, termination, ...)."""

@@ -117,6 +117,12 @@ def earlier_versions(store: Store, path: Path, *, source_id: str) -> list[tuple[
     return out
 
 
+def refused_source(store: Store, source_id: str) -> bool:
+    """Whether `source_id` is stored as a source no adapter read (no format; its one quarantine says why)."""
+    row = store.con.execute("SELECT format IS NULL FROM sources WHERE source_id = ?", [source_id]).fetchone()
+    return bool(row and row[0])
+
+
 def drop_sources(store: Store, source_ids: Collection[str]) -> None:
     """Delete every row the files `source_ids` stored, and their records of having been ingested."""
     ids = sorted(source_ids)

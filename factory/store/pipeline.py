@@ -10,6 +10,7 @@ the `factory.store` package).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
@@ -18,6 +19,7 @@ from agent_factory.factory.store.base import Store
 GRAPH_VERSION_KEY = "pipeline.graph_version"
 HORIZON_KEY = "pipeline.horizon"
 WINDOW_KEY = "pipeline.window_days"
+RETRY_KEY = "pipeline.retry"
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,8 @@ class Previous:
     horizon: float | None
     window_days: float | None
     """The engagement window the units were built with."""
+    retry: frozenset[str] = frozenset()
+    """Definitions with data that run could not collect but a rerun could (budget, provider errors)."""
 
 
 def load_previous(store: Store, *, graph_version: str) -> Previous | None:
@@ -39,16 +43,18 @@ def load_previous(store: Store, *, graph_version: str) -> Previous | None:
     if not nodes:
         return None
     sources = frozenset(r[0] for r in store.con.execute("SELECT source_id FROM pipeline_sources").fetchall())
-    horizon, window = store.get_meta(HORIZON_KEY), store.get_meta(WINDOW_KEY)
+    horizon, window, retry = store.get_meta(HORIZON_KEY), store.get_meta(WINDOW_KEY), store.get_meta(RETRY_KEY)
     return Previous(fingerprints=nodes, sources=sources, horizon=float(horizon) if horizon else None,
-                    window_days=float(window) if window else None)
+                    window_days=float(window) if window else None,
+                    retry=frozenset(json.loads(retry)) if retry else frozenset())
 
 
 def save_state(
     store: Store, *, fingerprints: Mapping[str, str], sources: Iterable[str], horizon: float | None, run_id: str,
-    graph_version: str, window_days: float,
+    graph_version: str, window_days: float, retry: Iterable[str] = (),
 ) -> None:
-    """Record a complete run (replacing the previous record)."""
+    """Record a complete run (replacing the previous record); `retry`: the definitions the next run recollects
+    although their fingerprints match (`Previous.retry`)."""
     con = store.con
     with store.transaction():
         con.execute("DELETE FROM pipeline_nodes")
@@ -58,6 +64,7 @@ def save_state(
         con.executemany("INSERT INTO pipeline_sources VALUES (?)", [(s,) for s in sorted(sources)])
         store.set_meta(HORIZON_KEY, repr(horizon) if horizon is not None else "")
         store.set_meta(WINDOW_KEY, repr(window_days))
+        store.set_meta(RETRY_KEY, json.dumps(sorted(retry)))
         store.set_meta(GRAPH_VERSION_KEY, graph_version)
 
 

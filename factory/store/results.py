@@ -1,10 +1,10 @@
 """The `results` table: analyses' results, merged so that a row whose content a rerun reproduces stays as it was
-(with the run id that first produced it)."""
+(with the run id that first produced it), and the reads of them the views make."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -66,3 +66,40 @@ def population_metrics(store: Store, component: str) -> tuple[int, list[tuple[An
         " AND unit_id IS NULL ORDER BY analysis, metric, layer, stratum", [component]).fetchall()
     n = store.con.execute("SELECT count(*) FROM results WHERE component = ?", [component]).fetchone()
     return (int(n[0]) if n else 0), rows
+
+
+class PopulationResult(NamedTuple):
+    """A population-level result as stored (its value as JSON text)."""
+
+    component: str
+    layer: str
+    metric: str
+    stratum: str | None
+    value: str | None
+    low: float | None
+    high: float | None
+    n: int | None
+    note: str | None
+
+
+def population_results(store: Store) -> list[PopulationResult]:
+    """Every population-level result (no unit id), in (component, analysis, metric, layer, stratum) order."""
+    rows = store.con.execute(
+        "SELECT component, layer, metric, stratum, value, low, high, n, note FROM results WHERE unit_id IS NULL"
+        " ORDER BY component, analysis, metric, layer, stratum").fetchall()
+    return [PopulationResult._make(r) for r in rows]
+
+
+def per_unit_counts(store: Store) -> dict[str, int]:
+    """Units carrying each per-unit result, keyed `component/metric`, in that order."""
+    rows = store.con.execute(
+        "SELECT component, metric, count(DISTINCT unit_id) FROM results WHERE unit_id IS NOT NULL"
+        " GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    return {f"{c}/{m}": int(n) for c, m, n in rows}
+
+
+def per_unit_findings(store: Store) -> list[tuple[str, str, str]]:
+    """(component, metric, unit id) of every per-unit result, in that order."""
+    return [(c, m, u) for c, m, u in store.con.execute(
+        "SELECT component, metric, unit_id FROM results WHERE unit_id IS NOT NULL ORDER BY component, metric, unit_id"
+    ).fetchall()]

@@ -31,6 +31,12 @@ def unit_row(u: UnitRecord, *, run_id: str) -> dict[str, Any]:
     }
 
 
+def layer_counts(store: Store) -> dict[str, int]:
+    """The number of units of the last run per layer, in layer name order."""
+    rows = store.con.execute("SELECT layer, count(*) FROM units GROUP BY layer ORDER BY layer").fetchall()
+    return {str(layer): int(n) for layer, n in rows}
+
+
 def drop_users(store: Store, users: Collection[str] | None) -> int:
     """Delete the stored units and data (of every rater) of `users` (None: of everyone); the number of data
     rows removed."""

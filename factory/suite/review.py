@@ -1,4 +1,4 @@
-"""Two of the decisions people keep (DESIGN.md section 8): approving spec changes and defining invariants.
+"""Two of the decisions people keep (docs/method.md section 8): approving spec changes and defining invariants.
 
 `suite_diff(old, new)` says what a spec change does to a suite: clauses, data definitions (and so what a rerun
 recollects), evaluator versions, invariants and uncompiled sentences. `approve_suite(dir)` snapshots the
@@ -226,7 +226,7 @@ def _side(path: Path, *, pack: str, scratch: Path) -> Path:
     """A suite directory for `path`: itself, or the suite a spec file compiles to (under `scratch`)."""
     if path.is_file() and path.suffix.lower() in SPEC_SUFFIXES:
         # The compiler is imported only when a spec file needs compiling.
-        from agent_factory.factory.compile import build_suite
+        from agent_factory.factory.suite.write import build_suite
 
         out = scratch / str(len(list(scratch.iterdir()))) / path.stem
         build_suite(path, pack=pack, out=out)

@@ -1,9 +1,10 @@
 """`agent-factory export`: one row per unit of a level, its ids, data, results, outcomes and flag counts.
 
-Three parts: the store read (`read_export`, long Arrow tables of the level's data and results, the units, the
-outcome events, the flags through `factory.views.findings`), the pure table builder (`build_table`, which pivots the
-long tables column-wise with pyarrow compute: one column per data item or result, never a Python object per
-cell), and the writers (`write_table`: parquet and csv through pyarrow, jsonl through DuckDB's JSON writer).
+Three parts: the store read (`read_export`: long Arrow tables of the level's data and results, read by
+`factory.store.export`, the units, the outcome events, the flags through `factory.views.findings`), the pure
+table builder (`build_table`, which pivots the long tables column-wise with pyarrow compute: one column per data
+item or result, never a Python object per cell), and the writers (`write_table`: parquet and csv through
+pyarrow, jsonl through DuckDB's JSON writer in `factory.store.export`).
 
 What comes from a trace is redacted before it is written (`redact_table`: every text cell, ids included; a user
 id may be an email, a fact may quote the trace), and a csv neutralises spreadsheet formulas (`neutralise_formulas`:
@@ -45,6 +46,8 @@ from agent_factory.evaluators.findings import (
     unit_outcomes,
 )
 from agent_factory.factory.store import Store
+from agent_factory.factory.store.export import layer_tables, write_json_lines
+from agent_factory.factory.views.findings import read_findings
 from agent_factory.frozen import Frozen
 
 Format = Literal["csv", "jsonl", "parquet"]
@@ -299,28 +302,12 @@ def neutralise_formulas(table: pa.Table) -> pa.Table:
 def read_export(store: Store, specs: Sequence[FlagSpec], level: Level) -> ExportInput:
     """The last run's units, the level's data and per-unit results, the outcome events, and the flags at the
     level (through `factory.views.findings`, so a flag means here what it means in `summary`, `show` and `report`)."""
-    from agent_factory.factory.views.findings import read_findings
-
     findings = read_findings(store, specs, with_associations=False)
     if not findings.units:
         raise AgentFactoryError(f"{store.path}: no units yet; run `agent-factory run` on the store first")
-    layer = LAYER_OF[level]
-    data = store.con.sql(
-        "SELECT unit_id, item, value, fact FROM atomic_data WHERE rater = 'primary' AND layer = ?",
-        params=[layer]).to_arrow_table()
-    results = store.con.sql(
-        "SELECT unit_id, component || '.' || metric AS name, value FROM results"
-        " WHERE unit_id IS NOT NULL AND layer = ?"
-        # One value per unit and result; were a result ever kept per stratum, the first stratum is exported.
-        " QUALIFY row_number() OVER (PARTITION BY unit_id, component, metric ORDER BY stratum) = 1",
-        params=[layer]).to_arrow_table()
-    if level == "user":
-        analysed = store.con.sql("SELECT user_id AS unit_id, bool_or(analysed) AS analysed FROM units"
-                                 " WHERE user_id IS NOT NULL GROUP BY user_id").to_arrow_table()
-    else:
-        analysed = store.con.sql("SELECT unit_id, analysed FROM units WHERE layer = ?",
-                                 params=[layer]).to_arrow_table()
-    return ExportInput(findings.units, data, results, analysed, store.events(),
+    # A user's row is analysed when any of their units is: per user, not per engagement unit.
+    tables = layer_tables(store, LAYER_OF[level], by_user=level == "user")
+    return ExportInput(findings.units, tables.data, tables.results, tables.analysed, store.events(),
                        findings.at(level))
 
 
@@ -340,20 +327,7 @@ def write_table(table: pa.Table, out: Path, fmt: Format) -> None:
 
             pcsv.write_csv(neutralise_formulas(table), tmp)
         else:
-            _write_jsonl(table, tmp)
+            write_json_lines(table, tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _write_jsonl(table: pa.Table, out: Path) -> None:
-    # pyarrow reads JSON lines but writes none; DuckDB writes them from the Arrow table without a copy per row.
-    import duckdb
-
-    con = duckdb.connect()
-    try:
-        con.register("export_table", table)
-        target = str(out).replace("'", "''")
-        con.execute(f"COPY export_table TO '{target}' (FORMAT JSON)")
-    finally:
-        con.close()

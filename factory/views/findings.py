@@ -1,7 +1,8 @@
 """The store's findings read for people: the suite's flags, each unit's flags at a level, outcome associations.
 
-The part that does I/O around the pure `evaluators.findings` (which decides every flag and association);
-`summary`, `show`, `export` and `report` all read through here, so a flag means the same in each of them.
+The part that does I/O around the pure `evaluators.findings` (which decides every flag and association), over
+the rows `factory.store.findings` reads; `summary`, `show`, `export` and `report` all read through here (never
+the reverse), so a flag means the same in each of them.
 """
 
 from __future__ import annotations
@@ -11,10 +12,24 @@ from pathlib import Path
 from typing import NamedTuple
 
 from agent_factory.evaluators.core.flags import FlagSpec
-from agent_factory.evaluators.findings import Association, FlagRow, Level, UnitKey, all_flags, roll_up
+from agent_factory.evaluators.findings import (
+    Association,
+    FlagRow,
+    Level,
+    UnitKey,
+    all_flags,
+    associations,
+    flag_table,
+    read_items,
+    roll_up,
+    unit_outcomes,
+)
 from agent_factory.factory.store import Store
-from agent_factory.factory.views.report.flags import read_associations, read_flag_rows
+from agent_factory.factory.store.findings import flag_data, flag_results, unit_keys
 from agent_factory.heap import bulk_objects
+
+ASSOCIATION_LEVEL: Level = "conversation"
+"""Outcomes (a task's reward, a session's feedback) belong to sessions: flags are compared there."""
 
 
 def suite_flags(store: Store, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...]:
@@ -24,14 +39,6 @@ def suite_flags(store: Store, suite: Path | None, pack: str | None) -> tuple[Fla
 
     chosen = load_suite(suite, pack=pack, store=store, allow_unapproved=True)
     return all_flags(chosen.pack, chosen.components)
-
-
-def flags_at(path: Path, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...] | None:
-    """`suite_flags` of the store at `path` (opened read-only); None when there is no store there."""
-    if not path.exists():
-        return None
-    with Store(path, read_only=True) as store:
-        return suite_flags(store, suite, pack)
 
 
 class Findings(NamedTuple):
@@ -48,6 +55,30 @@ class Findings(NamedTuple):
         """The flags rolled up to the units of `level` (a unit raises a flag when any unit below it does)."""
         with bulk_objects():
             return roll_up(self.rows, self.units, level=level)
+
+
+def read_flag_rows(store: Store, specs: Sequence[FlagSpec], *,
+                   user: str | None = None) -> tuple[list[UnitKey], list[FlagRow]]:
+    """The units of the last run and every flag of `specs` on them; with `user`, only that user's units (every
+    unit a roll-up of one of them reads lies within its user, so their flags are the same as in the whole)."""
+    items, metrics = read_items(specs)
+    units = unit_keys(store, user=user)
+    # Only the flags with a `fact` condition read the fact: decoding every datum's JSON fact cost most of the read.
+    with_fact = {s.item for s in specs if s.source == "datum" and s.fact is not None}
+    data = flag_data(store, items=items, with_fact=with_fact, user=user)
+    results = flag_results(store, metrics=metrics, user=user)
+    return units, flag_table(specs, units, data, results)
+
+
+def read_associations(store: Store, specs: Sequence[FlagSpec], units: Sequence[UnitKey],
+                      rows: Sequence[FlagRow]) -> tuple[Association, ...]:
+    """Each flag against each outcome kind the traces carry, at the conversation level."""
+    events = store.events()
+    if not events:
+        return ()
+    outcomes = unit_outcomes(events, units, level=ASSOCIATION_LEVEL)
+    rolled = roll_up(list(rows), units, level=ASSOCIATION_LEVEL)
+    return tuple(associations(specs, rolled, outcomes, level=ASSOCIATION_LEVEL))
 
 
 def read_findings(store: Store, specs: Sequence[FlagSpec], *, with_associations: bool = True,

@@ -20,6 +20,7 @@ from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.cascade import Cascade
 from agent_factory.evaluators.collect.config import BudgetLimits, ModelConfig, ModelSpec, RetryPolicy
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, Projection, RuleAnswer, rule
+from agent_factory.evaluators.core.registry import register_rule
 from tests.evaluators.test_collect_support import (
     ANSWERS,
     CONSISTENT,
@@ -299,6 +300,7 @@ def test_the_key_changes_with_model_template_definition_and_projection(
     assert templated[RULE_ITEM.id] == base[RULE_ITEM.id]
 
 
+@register_rule
 @rule("substance.tc_crashes")
 def _crashes(unit: Turn, ctx: Any) -> RuleAnswer:
     raise ZeroDivisionError("a rule bug")

@@ -15,7 +15,7 @@ from agent_factory.adapters.model import EvidencePointer, Turn
 from agent_factory.evaluators.collect import Cascade, ModelConfig
 from agent_factory.evaluators.core import DataDefinition, RuleAnswer, rule
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
-from agent_factory.evaluators.core.registry import RuleColumns, RuleContext, rule_outcomes
+from agent_factory.evaluators.core.registry import RuleColumns, RuleContext, register_rule, rule_outcomes
 from agent_factory.factory.store.data import datum_row, evidence_json, fact_json
 from agent_factory.factory.store.rows import dumps
 from tests.evaluators.test_collect_support import DEFINITIONS, PACK, make_turn
@@ -27,6 +27,7 @@ def rules() -> Any:
     a value no datum may take."""
     names = ["test.batch_long_answer", "test.crash_on_two", "test.bad_value"]
 
+    @register_rule
     @rule(names[0], batch=True)
     def long_answer(units: Sequence[Turn], ctx: RuleContext) -> RuleColumns:
         lengths = [len(t.answer or "") for t in units]
@@ -34,12 +35,14 @@ def rules() -> Any:
                            evidence=[(EvidencePointer(unit_id=t.id, field="answer", start=0, end=n),)
                                      for t, n in zip(units, lengths, strict=True)])
 
+    @register_rule
     @rule(names[1])
     def crash_on_two(unit: Turn, ctx: RuleContext) -> RuleAnswer:
         if unit.id.endswith("2"):
             raise KeyError("boom")
         return RuleAnswer("yes", fact=3)  # an int fact is stored as a float, as AtomicDatum would have it
 
+    @register_rule
     @rule(names[2])
     def bad_value(unit: Turn, ctx: RuleContext) -> RuleAnswer:
         return RuleAnswer("maybe")  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from agent_factory.adapters.model import Span, Turn
 from agent_factory.evaluators.collect.redact import luhn_ok
 from agent_factory.evaluators.core import DataDefinition, Projection, RuleAnswer, rule
+from agent_factory.evaluators.core.registry import register_rule
 from agent_factory.knowledge_packs import load_pack
 
 if TYPE_CHECKING:
@@ -29,18 +30,21 @@ PACK = load_pack("default")
 
 # ---- rules and definitions used by the cascade tests ---------------------------------------------------
 
+@register_rule
 @rule("substance.tc_answer_present")
 def _answer_present(unit: Turn, ctx: Any) -> RuleAnswer:
     """A decided rule: yes when the turn has an answer."""
     return RuleAnswer("yes" if unit.answer else "no", reason="answer present" if unit.answer else "no answer")
 
 
+@register_rule
 @rule("substance.tc_never_decides")
 def _never_decides(unit: Turn, ctx: Any) -> RuleAnswer:
     """A rule that always abstains, passing the item to the models."""
     return RuleAnswer(None)
 
 
+@register_rule
 @rule("substance.tc_has_request")
 def _has_request(unit: Turn, ctx: Any) -> RuleAnswer:
     """applies_when: only turns with a request."""

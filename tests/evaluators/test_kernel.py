@@ -17,11 +17,12 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect import Cascade, load_model_config
 from agent_factory.evaluators.core import AtomicDatum, DataDefinition, EngagementView, Layer
 from agent_factory.evaluators.core.rows import LayerRows
-from agent_factory.factory.pipeline.engine import Runner, analysis_groups, definitions_by_layer, injection_pointers
+from agent_factory.factory.pipeline.engine import Runner, analysis_groups, definitions_by_layer
 from agent_factory.factory.pipeline.units import group_user_units
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store, dumps
 from agent_factory.factory.store import base as store_base
+from agent_factory.factory.store.inputs import injection_pointers, read_run_inputs
 from agent_factory.factory.store.results import result_row
 from agent_factory.factory.store.units import load_rows
 from agent_factory.factory.suite.read import load_suite
@@ -62,7 +63,8 @@ def test_the_kernel_over_units_in_memory_gives_the_stored_results(no_model: Path
     stored_by = RecordingCollector()
     with Store(path) as st:
         suite = load_suite(None, pack=None, store=st)
-        Runner(st, pack=suite.pack, collector=stored_by, specs=suite.components, full=True).run()
+        Runner(st, pack=suite.pack, collector=stored_by, specs=suite.components, inputs=read_run_inputs(st),
+               full=True).run()
         stored_results = sorted(st.con.execute(f"SELECT {', '.join(_CONTENT)} FROM results").fetchall(), key=repr)
         stored_data = sorted(st.con.execute("SELECT unit_id, item, value, fact FROM atomic_data").fetchall())
         # The in-memory inputs: adapters.model objects read once; nothing below touches a store.

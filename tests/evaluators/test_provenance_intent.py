@@ -3,11 +3,14 @@ attack whatever its words; either half alone is not; what it cannot decide is a 
 
 from __future__ import annotations
 
+import pickle
+import re
+
 import pytest
 
-from agent_factory.evaluators.provenance import attacks, find_injections, find_suspects
+from agent_factory.evaluators.provenance import attacks, find_injections, find_suspects, intent
 from agent_factory.evaluators.provenance.intent import judge, read
-from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.evaluators.provenance.normalize import lower, normalize
 from agent_factory.knowledge_packs import load_pack
 from tests.evaluators.injection_corpus import load
 
@@ -90,3 +93,23 @@ def test_the_gating_changes_no_decision_on_the_corpus() -> None:
         decoded = attacks._decoded_view(norm)
         for text in (norm.text, *((decoded[0].text,) if decoded else ())):
             assert read(text) == read(text, gated=False), e.text
+
+
+def test_cues_compiled_to_skip_find_what_their_regexes_find() -> None:
+    # Each cue is compiled to skip to the characters its matches can start with (`cues.compile_cue`): over the corpus
+    # (and what it decodes to), in whole texts and in windows, it finds exactly what its regex as written finds, and
+    # so does a cue that went through pickle.
+    cues = [c for lang in intent._LANGUAGES for c in lang.cues]
+    assert cues and all(c.group == 1 for c in cues)
+    written = {c.name: re.compile(c.source) for c in cues}
+    again = {c.name: c2 for c, c2 in zip(cues, pickle.loads(pickle.dumps(cues)), strict=True)}
+    for e in load():
+        norm = normalize(e.wire_text(), decode=True)
+        decoded = attacks._decoded_view(norm)
+        for text in (norm.text, *((decoded[0].text,) if decoded else ())):
+            low = lower(text)
+            n = len(low)
+            for a, b in ((0, n), (n // 3, n - n // 4)):
+                for c in cues:
+                    spans = [m.span() for m in written[c.name].finditer(low, a, b) if m.end() > m.start()]
+                    assert c.find(low, a, b) == spans == again[c.name].find(low, a, b), (c.name, e.text)

@@ -125,7 +125,7 @@ def test_cluster_two_proportion_z_matches_hand_computation() -> None:
 
 
 def test_aa_splits_false_alarm_far_less_when_clustered() -> None:
-    """DESIGN.md section 7: per-turn tests alarm on A/A user splits; clustered ones hold near the 5% level."""
+    """docs/method.md section 7: per-turn tests alarm on A/A user splits; clustered ones hold near the 5% level."""
     rng = np.random.default_rng(2024)
     users = 200
     rates = rng.beta(0.5, 2.0, users)  # user failure rates differ a lot

@@ -14,19 +14,18 @@ import pytest
 import yaml
 
 from agent_factory.adapters.model import Turn
-from agent_factory.evaluators.collect import Cascade, DatumCache, ModelConfig, build_sigma
+from agent_factory.evaluators.collect import ModelConfig, build_sigma
 from agent_factory.evaluators.collect.schema import json_schema
 from agent_factory.evaluators.components.conduct.definitions import definitions_for
 from agent_factory.evaluators.components.conduct.rules import match_condition
 from agent_factory.evaluators.core import DataDefinition
-from agent_factory.factory.compile import COMPILER_VERSION, CompiledSpec, build_suite, compile_spec
+from agent_factory.factory.compile import COMPILER_VERSION, CompiledSpec, compile_spec
 from agent_factory.factory.compile.patterns import limits, normative
-from agent_factory.factory.ingest.files import ingest_paths
-from agent_factory.factory.pipeline.engine import Runner
+from agent_factory.factory.project import open_project
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from agent_factory.factory.suite.read import load_suite
-from agent_factory.factory.suite.write import base_lexicons, base_tools
+from agent_factory.factory.suite.write import base_lexicons, base_tools, build_suite
 from agent_factory.knowledge_packs import compile_pattern, load_pack
 from agent_factory.knowledge_packs.model import Clause
 from tests.conftest import shared_data
@@ -565,12 +564,11 @@ def test_tau_bench_airline_policy(tmp_path: Path) -> None:
 
 
 def _run(suite_dir: Path, sources: list[Path], tmp_path: Path) -> tuple[Store, object]:
-    suite = load_suite(suite_dir, pack=None, allow_unapproved=True)
-    store = Store(tmp_path / "s.duckdb")
-    ingest_paths(store, sources, pack=suite.pack)
-    cascade = Cascade(ModelConfig(), cache=DatumCache(tmp_path / "cache"))
-    report = Runner(store, pack=suite.pack, collector=cascade, specs=suite.components).run()
-    return store, report
+    with open_project(store=tmp_path / "s.duckdb", suite=suite_dir, config=ModelConfig(), cache=tmp_path / "cache",
+                      unapproved=True) as project:
+        project.ingest(sources)
+        report = project.run()
+    return Store(tmp_path / "s.duckdb"), report
 
 
 def _counts(store: Store, item: str) -> dict[str, int]:
@@ -600,7 +598,7 @@ def test_compiled_airline_suite_on_the_tau_bench_trajectories(airline_suite: tup
         modelled = next(c for c in build.clauses  # type: ignore[attr-defined]
                         if c.check == "model" and c.detector.startswith("always"))
         assert _counts(store, f"conduct.{modelled.id}.obligation") == {"uncollected": 128}
-        metrics = {m["metric"] for m in report.components["conduct"]["metrics"]}  # type: ignore[attr-defined]
+        metrics = {m.metric for m in report.components["conduct"].metrics}
         assert f"C(r).{confirm.id}" in metrics
 
 

@@ -13,10 +13,11 @@ from typer.testing import CliRunner
 
 from agent_factory.errors import SpecError
 from agent_factory.factory.cli.app import app
-from agent_factory.factory.compile import build_suite, compile_spec
+from agent_factory.factory.compile import compile_spec
 from agent_factory.factory.compile.merge import check_key, merge_checks
 from agent_factory.factory.store import Store
 from agent_factory.factory.suite.read import load_suite
+from agent_factory.factory.suite.write import build_suite
 from agent_factory.knowledge_packs import load_pack
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,10 +10,10 @@ import yaml
 
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.core import EvaluatorSpec, get_component, load_yaml_model
-from agent_factory.factory.compile import build_suite
 from agent_factory.factory.suite.evaluator_file import derive, load_evaluator, make_evaluator
 from agent_factory.factory.suite.read import load_suite
 from agent_factory.factory.suite.review import approve_suite
+from agent_factory.factory.suite.write import build_suite
 from agent_factory.knowledge_packs import load_pack
 from tests.conftest import REPO
 

@@ -97,3 +97,74 @@ def test_whole_groups_cut_at_a_count_of_rows_or_a_weight_and_never_inside_a_grou
     assert cut(size=100, weight=lambda r: r[1], max_weight=6) == [["a", "b"], ["c", "d"], ["e"]]
     assert cut(size=100, weight=lambda r: r[1], max_weight=1) == [["a"], ["b"], ["c"], ["d"], ["e"]]
     assert [r for chunk in whole_groups(iter(batches), key=lambda r: r[0], size=2) for g in chunk for r in g] == rows
+
+
+_USERS = [f"u{i:02d}" for i in range(10)]
+
+
+class _Job:
+    """A `CollectJob` over ten users whose collection is their key upper-cased: where the executor ran it is
+    what differs, never what it collects."""
+
+    def __init__(self) -> None:
+        self.got: list[str] = []
+        self.pids: set[int] = set()
+
+    def units(self, keys: Collection[str] | None) -> Iterator[UserUnits]:
+        for k in sorted(keys) if keys is not None else _USERS:
+            yield UserUnits(user_key=k, view=None, excluded=())
+
+    async def work(self, u: UserUnits) -> DatumBatch:
+        return DatumBatch(user_key=u.user_key.upper(), units=())
+
+    def sink(self, batch: DatumBatch) -> None:
+        self.got.append(batch.user_key)
+        self.pids.add(os.getpid())
+
+    def shards(self, keys: Collection[str] | None) -> Iterator[tuple[list[str], int]]:
+        ks = sorted(keys) if keys is not None else _USERS
+        for i in range(0, len(ks), 3):
+            yield ks[i:i + 3], len(ks[i:i + 3])
+
+    def collect_shard(self, shard: list[str]) -> tuple[list[str], int]:
+        return [asyncio.run(self.work(u)).user_key for u in self.units(shard)], os.getpid()
+
+    def take(self, packed: tuple[list[str], int]) -> None:
+        keys, pid = packed
+        self.got.extend(keys)
+        self.pids.add(pid)
+
+
+def test_every_executor_runs_the_same_job_behind_the_one_protocol() -> None:
+    # The local executor works here, user by user; the process executor cuts shards here and collects them in
+    # forked workers: the same job, the same users done, the same collection.
+    executors: list[Executor] = [LocalExecutor(concurrency=2), ProcessExecutor(workers=2)]
+    for keys in (None, {"u03", "u07", "u01", "u09"}):
+        runs = []
+        for executor in executors:
+            progress: list[int] = []
+            executor.progress = progress.append
+            job = _Job()
+            n = executor.collect(keys, job)
+            runs.append((n, sorted(job.got), job.pids))
+            assert progress[-1] == n
+        (local_n, local_got, local_pids), (proc_n, proc_got, proc_pids) = runs
+        expected = sorted(k.upper() for k in (keys if keys is not None else _USERS))
+        assert local_n == proc_n == len(expected) and local_got == proc_got == expected
+        assert local_pids == {os.getpid()} and os.getpid() not in proc_pids
+
+
+def test_a_run_collected_in_workers_needs_a_collector_that_hands_its_counts_back() -> None:
+    # A worker's copy of the collector counts what it collected; without `take_counts`/`absorb` the report would
+    # miss those counts, so the job refuses before any worker is forked (and before the store is read).
+    from agent_factory.errors import UsageError
+    from agent_factory.factory.pipeline.parallel import RunCollection
+
+    class Uncounted:
+        async def collect_units(self, *args: object, **kwargs: object) -> None:
+            raise AssertionError("never called")
+
+    job = RunCollection(None, plan=None, collector=Uncounted(), context=None, run_id="r",  # type: ignore[arg-type]
+                        data=None, units=None)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"take_counts and absorb.*Uncounted has none: collect with the local"):
+        ProcessExecutor(workers=2).collect(None, job)

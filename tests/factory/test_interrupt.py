@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,46 @@ def test_ctrl_c_during_a_run_with_workers_is_one_line_and_exit_130(tmp_path: Pat
     done = subprocess.run([*cli, "run", "--store", str(store), "--workers", "2"], env=env, capture_output=True,
                           text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def _interrupted_query() -> BaseException:
+    """What DuckDB raises when a running query is interrupted (as Ctrl-C does, through its signal check)."""
+    import threading
+
+    import duckdb
+
+    con = duckdb.connect()
+    timer = threading.Timer(0.3, con.interrupt)
+    timer.start()
+    try:
+        con.execute("SELECT count(*) FROM range(10000000000) a")
+    except BaseException as e:  # noqa: BLE001 - the exception is the datum
+        return e
+    finally:
+        timer.cancel()
+        con.close()
+    raise AssertionError("the query was not interrupted")
+
+
+@pytest.mark.parametrize("make", [_interrupted_query, lambda: RuntimeError("Query interrupted")],
+                         ids=["duckdb-interrupt", "arrow-insert-interrupt"])
+def test_ctrl_c_inside_a_duckdb_query_ends_as_ctrl_c_does(make: Callable[[], BaseException]) -> None:
+    from typer.testing import CliRunner
+
+    from agent_factory.factory.cli.base import EXIT_INTERRUPTED, _App, interrupted
+
+    e = make()
+    assert interrupted(e)
+    assert not interrupted(RuntimeError("something else")) and not interrupted(ValueError("Query interrupted"))
+    app = _App(add_completion=False)
+
+    @app.command()
+    def work() -> None:
+        raise e
+
+    @app.command()
+    def other() -> None:
+        pass
+
+    result = CliRunner().invoke(app, ["work"])
+    assert result.exit_code == EXIT_INTERRUPTED and isinstance(result.exception, SystemExit)

@@ -20,7 +20,7 @@ from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
 from agent_factory.factory.cli.app import app
-from agent_factory.factory.compile import COMPILER_VERSION, build_suite, compile_spec
+from agent_factory.factory.compile import COMPILER_VERSION, compile_spec
 from agent_factory.factory.compile.orchestrator import (
     MODEL_ERROR,
     Catalogue,
@@ -30,6 +30,7 @@ from agent_factory.factory.compile.orchestrator import (
     pending,
     render_prompt,
 )
+from agent_factory.factory.suite.write import build_suite
 from agent_factory.knowledge_packs import load_pack
 from tests.fakes.openai_server import FakeOpenAIServer, FaultPlan, fake_openai  # noqa: F401
 

@@ -68,6 +68,18 @@ def test_a_clause_edit_dirties_exactly_its_descendants() -> None:
     assert d.unchanged_items == sum(1 for n in new.nodes if n.startswith("definition:")) - 2
 
 
+def test_definitions_to_retry_are_dirty_with_their_descendants_whatever_their_fingerprints() -> None:
+    # What a run could not collect but a rerun could (budget, provider errors) is recorded as a list of
+    # definitions beside the true fingerprints, not as a fingerprint no graph makes.
+    g = _graph(load_pack("airline"))
+    item = next(g.nodes[n]["item"] for n in sorted(g.nodes) if n.startswith("definition:"))
+    assert dirty(g, fingerprints(g)).nothing
+    d = dirty(g, fingerprints(g), retry=[item, "gone.definition"])  # a definition since removed is skipped
+    below = nx.descendants(g, f"definition:{item}")
+    assert d.items == {item} and not d.traces_changed
+    assert d.analyses == {n.split(":", 1)[1] for n in below if n.startswith("analysis:")} and d.analyses
+
+
 def test_confirming_an_invariant_reruns_the_conduct_analysis_only() -> None:
     pack = load_pack("airline")
     i, clause = next((i, c) for i, c in enumerate(pack.clauses) if not c.invariant)

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from agent_factory.errors import SpecError
 from agent_factory.evaluators.components.conduct.definitions import definitions_for
 from agent_factory.factory.cli.app import app
-from agent_factory.factory.compile import build_suite
 from agent_factory.factory.suite.read import APPROVED_DIR, load_suite
 from agent_factory.factory.suite.review import approval_status, approve_suite, suite_diff
+from agent_factory.factory.suite.write import build_suite
 
 REPO = Path(__file__).resolve().parents[2]
 AIRLINE_EN = REPO / "specs" / "airline_en.md"

@@ -135,6 +135,7 @@ def test_item_counts_on_cold_warm_and_partial_reruns(model_env: Path, fake_opena
 def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> None:
     from agent_factory.evaluators.collect import Cascade, DatumCache, load_model_config
     from agent_factory.factory.pipeline.engine import Runner
+    from agent_factory.factory.store.inputs import read_run_inputs
     from agent_factory.factory.suite.read import load_suite
 
     simulate(SimConfig(users=6, seed=7), no_model / "sim")
@@ -143,7 +144,8 @@ def test_a_collector_shared_by_runs_counts_each_run_apart(no_model: Path) -> Non
     with Store(store) as st, DatumCache(no_model / "cache") as cache:
         suite = load_suite(None, pack=None, store=st)
         cascade = Cascade(load_model_config(None), cache=cache)
-        reports = [Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=True).run()
+        reports = [Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, inputs=read_run_inputs(st),
+                          full=True).run()
                    for _ in range(3)]
     cold, *warm = (r.items for r in reports)
     assert cold["collected"] > 0 and cold["reused"] == 0 and cold["uncollected"] > 0  # no model configured

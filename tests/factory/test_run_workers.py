@@ -93,6 +93,7 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
     from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig
     from agent_factory.factory.pipeline.engine import Runner
     from agent_factory.factory.store import Store
+    from agent_factory.factory.store.inputs import read_run_inputs
     from agent_factory.factory.suite.read import load_suite
 
     store = tmp_path / "store.duckdb"
@@ -102,7 +103,8 @@ def test_a_small_run_or_a_model_run_stays_in_its_process(
 
         def runner(cfg: ModelConfig, workers: int | None) -> Runner:
             cascade = Cascade(cfg, cache=DatumCache(None), budget=Budget(cfg.budget))
-            return Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, full=True, workers=workers)
+            return Runner(st, pack=suite.pack, collector=cascade, specs=suite.components, inputs=read_run_inputs(st),
+                          full=True, workers=workers)
 
         rules = ModelConfig()
         model = ModelConfig.model_validate({"small": {"model": "openai/fake-small", "api_base": fake_openai.base_url}})
@@ -273,6 +275,7 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
     from agent_factory.factory.pipeline.analyses import analyse_group
     from agent_factory.factory.pipeline.engine import Runner, analysis_groups
     from agent_factory.factory.store import Store
+    from agent_factory.factory.store.inputs import read_run_inputs
     from agent_factory.factory.store.results import result_table
     from agent_factory.factory.store.units import load_rows
     from agent_factory.factory.suite.read import load_suite
@@ -284,7 +287,7 @@ def test_analyses_in_workers_give_what_one_process_gives(request: pytest.Fixture
         suite = load_suite(None, pack=pack, store=st)
         cfg = ModelConfig()
         r = Runner(st, pack=suite.pack, collector=Cascade(cfg, cache=DatumCache(None), budget=Budget(cfg.budget)),
-                   specs=suite.components)
+                   specs=suite.components, inputs=read_run_inputs(st))
         assert r._analysis_workers() == (default_workers() if can_fork() else 1)  # rules only: the run's workers
         names = frozenset(a.name for s in suite.components for a in s.analyses)
         groups = analysis_groups(suite.components, names=names, admitted=r.admitted, component_of=r.component_of)

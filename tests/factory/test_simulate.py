@@ -221,7 +221,7 @@ STUDY_OUTCOMES = {"smooth": 14, "struggled": 34, "blocked": 13, "censored": 46} 
 
 def _sessions_from_truth_lines(truth: list[dict[str, Any]]) -> dict[str, tuple[dict[str, int], str]]:
     """Per real session, (event counts, outcome) recomputed here from the per-turn labels of truth.jsonl by the
-    definitions of DESIGN.md section 4 (independently of the simulator's own code)."""
+    definitions of docs/method.md section 4 (independently of the simulator's own code)."""
     by_session: dict[str, list[dict[str, Any]]] = {}
     for r in truth:
         if r["segment"] == "real":

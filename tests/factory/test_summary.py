@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from agent_factory.evaluators.findings import Association
 from agent_factory.factory.cli.app import app
-from agent_factory.factory.views.report.model import ResultRow, StoreFacts
+from agent_factory.factory.views.results import ResultRow, StoreFacts
 from agent_factory.factory.views.summary import WIDTH, build_summary, render
 
 FACTS = StoreFacts(path="s.duckdb", turns=100, sessions=40, users=10, spans=300, segments={"real": 100},
@@ -88,8 +88,13 @@ def test_run_prints_the_summary_on_one_screen(sim_store: tuple[Path, str]) -> No
     lines = printed.splitlines()
     assert lines[0].startswith("run ")  # the run's own report first
     body = lines[lines.index(next(ln for ln in lines if "users of real traffic (" in ln)):]
-    assert body[1] == "Conduct" and "Execution" in body and body[-5] == "next:"
+    assert body[1] == "Conduct" and "Execution" in body and "next:" in body
     assert len(lines) <= 45 and max(cell_len(ln) for ln in lines) <= 100
+    # The hints whole, to be pasted: a long store path moves to a continuation line, never cut (issue 31).
+    hints = "\n".join(body[body.index("next:") + 1:-1]).replace(" \\\n", " ").splitlines()
+    assert [" ".join(h.split()) for h in hints] == [f"agent-factory {c} --store {store}" for c in
+                                                   ("show --worst 5", "report", "export --level conversation")]
+    assert body[-1].startswith("  (`run --verbose` prints every table")
     assert "delivery failure" in printed and "% [" in printed  # rates with their intervals
 
 
@@ -126,3 +131,24 @@ def test_tau_summary_shows_each_flag_against_the_reward(tau_store: Path) -> None
     assert all("task_reward" in o["text"] for o in outcomes) and len(outcomes) >= 8
     text = runner.invoke(app, ["summary", "--store", str(store)], env=ENV).stdout
     assert "Outcomes: difference" in text and "confirm_before_write violated" in text
+
+
+def test_a_suggested_command_is_never_cut_and_reads_as_one_command() -> None:
+    from agent_factory.factory.views.summary import command_lines
+
+    path = "/tmp/" + "a-long-directory/" * 3 + "store.duckdb"
+    cmd = f"agent-factory export --level conversation --store {path}"
+    lines = command_lines(cmd)
+    assert len(lines) == 2 and lines[0].endswith(" \\") and all(len(ln) <= WIDTH for ln in lines)
+    assert " ".join(" ".join(lines).replace(" \\", "").split()) == cmd and path in lines[1]
+    assert command_lines("agent-factory report") == ["  agent-factory report"]
+
+
+def test_a_format_without_latency_says_so_once() -> None:
+    rows = [_row("execution", "failure_rate", 0.0024, 828, low=0.0, high=0.0053),
+            *(_row("execution", f"failure_rate.band[{b}]", None, 0) for b in ("10-120s", "5-10s", "<5s", ">120s"))]
+    lines = [ln.text for ln in build_summary(FACTS, rows).components["execution"]]
+    assert lines[0] == "delivery failure 0.24% [0.0-0.53] n=828 turns"
+    said = " ".join(lines[1:])
+    assert said.count("not recorded by this format") == 1 and "undefined" not in said
+    assert "<5s, 5-10s, 10-120s, >120s" in " ".join(" ".join(lines[1:]).split())

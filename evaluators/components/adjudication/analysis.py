@@ -1,4 +1,4 @@
-"""Adjudication analysis (f): agreement of two raters per data item, and admission (DESIGN.md section 6).
+"""Adjudication analysis (f): agreement of two raters per data item, and admission (docs/method.md section 6).
 
 The two raters are compared on the *data items* (yes / no judgments), not on scores. Per item:
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from agent_factory.evaluators.components.adjudication.metrics import ADMISSION, KAPPA
 from agent_factory.evaluators.components.adjudication.rules import as_value, parse_rater_key, rater_key
 from agent_factory.evaluators.core.model import Layer, Result, Value
 from agent_factory.evaluators.core.registry import Observations
@@ -62,9 +63,9 @@ def adjudicate(
             detail = f"cohen; kappa undefined: {kappa.reason}"
         else:
             detail = f"cohen; observed agreement {kappa.observed:.4f}, chance {kappa.expected:.4f}"
-        out.append(_result(f"kappa.{item}", layer, kappa.value, kappa.n, f"{detail}; {excluded}"))
+        out.append(_result(KAPPA.of(item=item), layer, kappa.value, kappa.n, f"{detail}; {excluded}"))
         adm = admit(kappa, threshold)
-        out.append(_result(f"admission.{item}", layer, "admitted" if adm.admitted else "retired", kappa.n,
+        out.append(_result(ADMISSION.of(item=item), layer, "admitted" if adm.admitted else "retired", kappa.n,
                            f"{adm.reason} ({adm.rule}); {excluded}"))
     return out
 

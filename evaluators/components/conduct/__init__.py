@@ -1,4 +1,4 @@
-"""Conduct: policy clauses of the role spec, checked on every stage (DESIGN.md section 4).
+"""Conduct: policy clauses of the role spec, checked on every stage (docs/method.md section 4).
 
 The data come from the pack's clauses, so the runner asks `definitions_for(pack)` (also
 `get_component("conduct").generate`); the registered spec carries no pack-independent data.
@@ -16,11 +16,13 @@ from agent_factory.evaluators.components.conduct.definitions import (
     trigger_id,
 )
 from agent_factory.evaluators.components.conduct.flags import flags_for
+from agent_factory.evaluators.components.conduct.present import PRESENTATION
 from agent_factory.evaluators.components.conduct.rules import match_condition, message_index
 from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
 SPEC = ComponentSpec(
     name="conduct",
+    present=PRESENTATION,
     definitions=GENERIC_DEFINITIONS,
     analyses=(Analysis(name=NAME, version=VERSION, fn=conduct_analysis, reads_clauses=True),),
     description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",

@@ -23,7 +23,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from agent_factory.evaluators.components.conduct.definitions import obligation_id, trigger_id
+from agent_factory.evaluators.components.conduct.metrics import (
+    APPLIES,
+    COMPLIES,
+    INVARIANT,
+    UNCOLLECTED,
+    VIOLATION,
+    VIOLATIONS,
+)
 from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.present import Metric
 from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import KnowledgePack
@@ -39,7 +48,7 @@ def cluster_of(row: UnitRow) -> str:
 
 
 def _rate_results(
-    metric: str, clause: Clause, per_cluster: dict[str, list[int]], what: str
+    metric: Metric, clause: Clause, per_cluster: dict[str, list[int]], what: str
 ) -> list[Result]:
     successes = sum(s for s, _ in per_cluster.values())
     trials = sum(t for _, t in per_cluster.values())
@@ -47,10 +56,10 @@ def _rate_results(
     clustered = cluster_proportion_ci(
         [s for s, _ in per_cluster.values()], [t for _, t in per_cluster.values()]
     ) if per_cluster else None
-    out = [_estimate_result(f"{metric}.{clause.id}", clause, wilson, f"wilson; {what}")]
+    out = [_estimate_result(metric.of(clause=clause.id), clause, wilson, f"wilson; {what}")]
     if clustered is not None:
         note = f"user-clustered over {clustered.n_clusters} user(s); {what}"
-        out.append(_estimate_result(f"{metric}.{clause.id}.clustered", clause, clustered, note))
+        out.append(_estimate_result(metric.variant(".clustered", clause=clause.id), clause, clustered, note))
     return out
 
 
@@ -103,23 +112,23 @@ def clause_results(clause: Clause, rows: Sequence[UnitRow]) -> list[Result]:
         else:
             violations.append(row)
 
-    out = _rate_results("A(r)", clause, applic, "P(trigger)")
-    out += _rate_results("C(r)", clause, comply, "P(obligation | trigger)")
+    out = _rate_results(APPLIES, clause, applic, "P(trigger)")
+    out += _rate_results(COMPLIES, clause, comply, "P(obligation | trigger)")
     triggered = sum(t for _, t in comply.values())
-    out.append(_count(f"violations.{clause.id}", clause, float(len(violations)), triggered,
+    out.append(_count(VIOLATIONS.of(clause=clause.id), clause, float(len(violations)), triggered,
                       f"{clause.kind}: triggered units that did not comply"))
     for row in violations:
         fact = row.facts.get(oid)
         where = f"evidence: {fact}" if isinstance(fact, str) and fact else f"evidence: atomic datum {oid}"
-        out.append(_count(f"violation.{clause.id}", clause, "violated", 1, where, unit_id=row.unit_id))
+        out.append(_count(VIOLATION.of(clause=clause.id), clause, "violated", 1, where, unit_id=row.unit_id))
     n_unc = uncollected["trigger"] + uncollected["obligation"]
     note = f"trigger {uncollected['trigger']}, obligation {uncollected['obligation']}; left out of every rate"
     if inconsistent:
         note += f"; {inconsistent} triggered unit(s) whose obligation was not_applicable, also left out"
-    out.append(_count(f"uncollected.{clause.id}", clause, float(n_unc), n_unc, note))
+    out.append(_count(UNCOLLECTED.of(clause=clause.id), clause, float(n_unc), n_unc, note))
     if clause.invariant:
         state = "breached" if violations else ("held" if triggered else "untested")
-        out.append(_count(f"invariant.{clause.id}", clause, state, triggered,
+        out.append(_count(INVARIANT.of(clause=clause.id), clause, state, triggered,
                           f"zero tolerance: {len(violations)} violation(s) in {triggered} triggered unit(s)"))
     return out
 

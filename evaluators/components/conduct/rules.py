@@ -25,7 +25,8 @@ from typing import Any
 
 from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
 from agent_factory.evaluators.components.conduct.definitions import clause_id_of
-from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, SpanView, get_rule, rule
+from agent_factory.evaluators.core.memo import memos
+from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, SpanView, Unit, get_rule, rule
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.segments import lookup
 from agent_factory.knowledge_packs import KnowledgePack, compile_pattern
@@ -205,22 +206,18 @@ def condition_matches(cond: ClauseCondition, unit: object, pack: KnowledgePack, 
     return total, cited
 
 
-_PATTERNS: dict[int, tuple[ClauseCondition, KnowledgePack, tuple[str, ...]]] = {}
-
-
 def _patterns(cond: ClauseCondition, pack: KnowledgePack) -> tuple[str, ...]:
-    """The regexes a condition's lexicon and regex stand for in `pack` (per condition and pack object: both
-    frozen), in the order they are matched."""
-    hit = _PATTERNS.get(id(cond))
-    if hit is not None and hit[0] is cond and hit[1] is pack:
-        return hit[2]
+    """The regexes a condition's lexicon and regex stand for in `pack`, in the order they are matched: once per
+    condition and pack object (both frozen) in a run (`evaluators.core.memo`)."""
+    return memos().identity("conduct.patterns", max_entries=4096).get(None, cond, pack,
+                                                                       lambda: _make_patterns(cond, pack))
+
+
+def _make_patterns(cond: ClauseCondition, pack: KnowledgePack) -> tuple[str, ...]:
     patterns = [cond.regex] if cond.regex is not None else []
     if cond.lexicon is not None:
         lexicons = [getattr(pack.lexicons[lang], cond.lexicon) for lang in sorted(pack.lexicons)]
         patterns += [e.pattern for entries in lexicons for e in entries]
-    if len(_PATTERNS) >= 4096:
-        _PATTERNS.clear()
-    _PATTERNS[id(cond)] = (cond, pack, tuple(patterns))
     return tuple(patterns)
 
 
@@ -308,7 +305,7 @@ def evidence_text(pointers: tuple[EvidencePointer, ...] | list[EvidencePointer])
 # ---- generic clause rules ------------------------------------------------------------------------------
 
 
-def trigger_answer(clause: Clause, unit: object, ctx: RuleContext) -> RuleAnswer:
+def trigger_answer(clause: Clause, unit: Unit, ctx: RuleContext) -> RuleAnswer:
     """Whether the clause's trigger occurred in `unit`."""
     if clause.trigger.rule is not None:
         return get_rule(clause.trigger.rule)(unit, ctx)
@@ -319,14 +316,14 @@ def trigger_answer(clause: Clause, unit: object, ctx: RuleContext) -> RuleAnswer
 
 
 @rule("conduct.clause_trigger")
-def clause_trigger(unit: object, ctx: RuleContext) -> RuleAnswer:
+def clause_trigger(unit: Unit, ctx: RuleContext) -> RuleAnswer:
     """A clause's trigger condition (see `match_condition`)."""
     clause = clause_of(ctx)
     return missing_clause(ctx) if clause is None else trigger_answer(clause, unit, ctx)
 
 
 @rule("conduct.clause_obligation")
-def clause_obligation(unit: object, ctx: RuleContext) -> RuleAnswer:
+def clause_obligation(unit: Unit, ctx: RuleContext) -> RuleAnswer:
     """Given the trigger, whether the obligation held: the condition holds (`must`, `only_if`, `before`) or
     is absent (`must_not`). A violation cites the forbidden text, or else where the trigger fired."""
     clause = clause_of(ctx)

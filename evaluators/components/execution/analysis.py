@@ -23,6 +23,20 @@ from agent_factory.evaluators.components.execution.definitions import (
     PROGRESS_AT_STOP,
     SPAN_ERROR,
 )
+from agent_factory.evaluators.components.execution.metrics import (
+    BAND,
+    EARLY_STOP,
+    FAILURE_RATE,
+    FAILURE_ROLLUP,
+    FAILURE_WITH,
+    FAILURE_WITHOUT,
+    HANDED_OFF,
+    LATENCY_RATIO,
+    LATENCY_SECONDS,
+    SPAN_ERROR_RATE,
+    STEPS,
+    STOP_MEDIAN,
+)
 from agent_factory.evaluators.components.execution.rollup import (
     BOOTSTRAP_SEED,
     N_BOOT,
@@ -99,12 +113,12 @@ def failure_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
     out: list[Result] = []
     for stratum, group in _strata(rows):
         outcomes = _outcomes(group)
-        out.append(rate_result(outcomes, meta, layer="trace", metric="failure_rate", stratum=stratum))
-        out.append(rate_result(outcomes, meta, layer="trace", metric="failure_rate.wilson", stratum=stratum,
+        out.append(rate_result(outcomes, meta, layer="trace", metric=FAILURE_RATE.name, stratum=stratum))
+        out.append(rate_result(outcomes, meta, layer="trace", metric=FAILURE_RATE.variant(".wilson"), stratum=stratum,
                                method="wilson", note="turns treated as independent"))
         if stratum == "all":
             decided = [r for r in group if failed(r) is not None or handed_off(r)]
-            out.append(count_result(meta, layer="trace", metric="handed_off", value=sum(map(handed_off, group)),
+            out.append(count_result(meta, layer="trace", metric=HANDED_OFF.name, value=sum(map(handed_off, group)),
                                     n=len(decided), note="turns handed to a person; neither delivered nor failed, "
                                                          "so outside the failure rate"))
     return out + uncollected_results(rows, (DELIVERED, MODE), meta, layer="trace")
@@ -115,13 +129,13 @@ def failure_by_chain(obs: Observations, pack: KnowledgePack) -> list[Result]:
     meta = _meta("execution.failure_by_chain")
     rows = obs.layer("trace")
     out: list[Result] = []
-    for item, step in ((HAS_THINKING, "thinking"), (HAS_RETRIEVAL, "retrieval"), (CHAIN_COMPLETE, "chain_complete")):
+    for item, step in zip((HAS_THINKING, HAS_RETRIEVAL, CHAIN_COMPLETE), STEPS, strict=True):
         for stratum, group in _strata(rows):
-            for present, label in (("no", f"no_{step}"), ("yes", step)):
+            for present, metric in (("no", FAILURE_WITHOUT.of(step=step)), ("yes", FAILURE_WITH.of(step=step))):
                 sub = [r for r in group if r.values.get(item) == present]
                 if stratum != "all" and not sub:
                     continue
-                out.append(rate_result(_outcomes(sub), meta, layer="trace", metric=f"failure_rate.{label}",
+                out.append(rate_result(_outcomes(sub), meta, layer="trace", metric=metric,
                                        stratum=stratum, note=f"turns with {item} = {present}"))
     return out + uncollected_results(rows, (HAS_THINKING, HAS_RETRIEVAL, CHAIN_COMPLETE), meta, layer="trace")
 
@@ -136,7 +150,7 @@ def _latency_s(row: UnitRow) -> float | None:
 def _geomean(meta: Meta, rows: Sequence[UnitRow], *, stratum: str, baseline_s: float | None) -> list[Result]:
     pairs = [(cluster_of(r), s) for r in rows if (s := _latency_s(r)) is not None]
     if not pairs:
-        return [Result(component="execution", layer="trace", metric="latency_gm_seconds", stratum=stratum,
+        return [Result(component="execution", layer="trace", metric=LATENCY_SECONDS.name, stratum=stratum,
                        value=None, n=0, note="no delivered turn with a latency", analysis=meta.analysis,
                        analysis_version=meta.version)]
     logs = [math.log(s) for _, s in pairs]
@@ -150,9 +164,9 @@ def _geomean(meta: Meta, rows: Sequence[UnitRow], *, stratum: str, baseline_s: f
                       value=math.exp(est.value or 0.0) / scale, low=lo, high=hi, n=len(pairs), note=note + extra,
                       analysis=meta.analysis, analysis_version=meta.version)
 
-    out = [res("latency_gm_seconds", 1.0, "")]
+    out = [res(LATENCY_SECONDS.name, 1.0, "")]
     if baseline_s is not None:
-        out.append(res("latency_gm_ratio", baseline_s, f"; baseline {baseline_s:g} s"))
+        out.append(res(LATENCY_RATIO.name, baseline_s, f"; baseline {baseline_s:g} s"))
     return out
 
 
@@ -185,7 +199,7 @@ def fast_failure_band(obs: Observations, pack: KnowledgePack) -> list[Result]:
     for stratum, group in _strata(rows):
         for name, lo, hi in bands:
             sub = [r for r in group if (s := _latency_s(r)) is not None and lo <= s < hi]
-            out.append(rate_result(_outcomes(sub), meta, layer="trace", metric=f"failure_rate.band[{name}]",
+            out.append(rate_result(_outcomes(sub), meta, layer="trace", metric=BAND.of(band=name),
                                    stratum=stratum))
     return out
 
@@ -201,10 +215,10 @@ def progress_at_stop(obs: Observations, pack: KnowledgePack) -> list[Result]:
         stratum = f"mode={mode}"
         early = [(cluster_of(r), float(r.facts[PROGRESS_AT_STOP]) <= EARLY_STOP_PROGRESS)  # type: ignore[arg-type]
                  for r in group]
-        out.append(rate_result(early, meta, layer="trace", metric="early_stop_share", stratum=stratum,
+        out.append(rate_result(early, meta, layer="trace", metric=EARLY_STOP.name, stratum=stratum,
                                note=f"progress <= {EARLY_STOP_PROGRESS:g} among abnormal stops"))
         timed = [(cluster_of(r), s) for r in group if (s := _latency_s(r)) is not None]
-        out.append(median_result(meta, timed, metric="stop_median_seconds", stratum=stratum, layer="trace"))
+        out.append(median_result(meta, timed, metric=STOP_MEDIAN.name, stratum=stratum, layer="trace"))
     return out + uncollected_results(obs.layer("trace"), (PROGRESS_AT_STOP,), meta, layer="trace")
 
 
@@ -214,14 +228,14 @@ def span_error_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
     rows = obs.layer("span")
     outcomes = [(cluster_of(r), r.values[SPAN_ERROR] == "yes") for r in rows
                 if r.values.get(SPAN_ERROR) in ("yes", "no")]
-    return [rate_result(outcomes, meta, layer="span", metric="span_error_rate"),
+    return [rate_result(outcomes, meta, layer="span", metric=SPAN_ERROR_RATE.name),
             *uncollected_results(rows, (SPAN_ERROR,), meta, layer="span")]
 
 
 def rollup(obs: Observations, pack: KnowledgePack) -> list[Result]:
     """Delivery failure at the turn, session and user layers (the 3.6% / 5.6% / 10.3% shape)."""
     return failure_rollup(obs, (FailureItem(DELIVERED, "no"),), _meta("execution.rollup"),
-                          metric="delivery_failure_share")
+                          metric=FAILURE_ROLLUP.name)
 
 
 _FNS: tuple[tuple[str, Callable[[Observations, KnowledgePack], list[Result]]], ...] = (

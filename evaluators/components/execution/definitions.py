@@ -1,4 +1,4 @@
-"""rho of Execution (DESIGN.md section 4): did the turn's chain run and did its answer reach the user.
+"""rho of Execution (docs/method.md section 4): did the turn's chain run and did its answer reach the user.
 
 Every item here is collected by a rule: the evidence (span kinds, status, timings, the answer text) is
 structured, so a model adds nothing. Trace-layer items are about one turn, `execution.span_error` about one

@@ -1,4 +1,4 @@
-"""Layer rollups: a turn-level failure seen at the session and the user layer (DESIGN.md section 3).
+"""Layer rollups: a turn-level failure seen at the session and the user layer (docs/method.md section 3).
 
 Small turn rates compound upward: in the study the same failures touched 3.6% of turns, 5.6% of sessions and
 10.3% of users. `failure_rollup` is generic over the trace-layer items that mark a failure, so every component
@@ -17,6 +17,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from agent_factory.evaluators.core.model import Component, Layer, Result, Value
+from agent_factory.evaluators.core.present import UNCOLLECTED
 from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import cluster_bootstrap_ci, cluster_proportion_ci, proportion_ci
 
@@ -125,7 +126,7 @@ def uncollected_results(rows: Sequence[UnitRow], items: Iterable[str], meta: Met
     out = []
     for item in items:
         k = sum(1 for r in rows if r.values.get(item, "uncollected") == "uncollected")
-        out.append(count_result(meta, layer=layer, metric="uncollected", stratum=f"item={item}", value=k,
+        out.append(count_result(meta, layer=layer, metric=UNCOLLECTED.name, stratum=f"item={item}", value=k,
                                 n=len(rows), note="units whose datum is uncollected or missing; excluded from rates"))
     return out
 

@@ -16,10 +16,12 @@ from agent_factory.evaluators.components.provenance.definitions import (
     SEGMENT,
 )
 from agent_factory.evaluators.components.provenance.flags import FLAGS
+from agent_factory.evaluators.components.provenance.present import PRESENTATION
 from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
 
 SPEC = ComponentSpec(
     name="provenance",
+    present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
     analyses=(Analysis(name=NAME, version=VERSION, fn=provenance_analysis, layers=("trace",)),),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
+from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,17 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
+from agent_factory.evaluators.components.provenance.metrics import (
+    CLEAN,
+    COVERAGE,
+    EXCLUDED,
+    INCOMPLETE,
+    INJECTION,
+    SEGMENT_SHARE,
+    UNCOLLECTED,
+)
 from agent_factory.evaluators.core.model import Result
+from agent_factory.evaluators.core.present import Metric
 from agent_factory.evaluators.core.registry import Observations, UnitRow
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import REAL_SEGMENT, KnowledgePack
@@ -58,18 +69,21 @@ def _from(metric: str, est: Estimate, note: str, stratum: str) -> Result:
     return _result(metric, est.value, n=est.n, note=note + caveat, stratum=stratum, low=est.low, high=est.high)
 
 
-def rate_results(metric: str, clusters: npt.NDArray[np.int64], hits: npt.NDArray[np.bool_], *, what: str,
-                 stratum: str = "all") -> list[Result]:
+def rate_results(metric: Metric, clusters: npt.NDArray[np.int64], hits: npt.NDArray[np.bool_], *, what: str,
+                 stratum: str = "all", params: Mapping[str, str] | None = None) -> list[Result]:
     """A rate over observations given as columns (each one's cluster code, whether it is a hit): Wilson, then
-    user-clustered as `<metric>.clustered`, the clusters in the order they first appear among these."""
-    out = [_from(metric, proportion_ci(int(hits.sum()), len(hits)), f"wilson; {what}", stratum)]
+    user-clustered as `<metric>.clustered`, the clusters in the order they first appear among these; `params`
+    fill the metric's name (`coverage.{field}`)."""
+    given = dict(params or {})
+    out = [_from(metric.of(**given), proportion_ci(int(hits.sum()), len(hits)), f"wilson; {what}", stratum)]
     if len(hits):
         codes, first = np.unique(clusters, return_index=True)
         seen = codes[np.argsort(first, kind="stable")]
         trials = np.bincount(clusters, minlength=int(codes[-1]) + 1)[seen]
         successes = np.bincount(clusters[hits], minlength=int(codes[-1]) + 1)[seen]
         est = cluster_proportion_ci(successes.tolist(), trials.tolist())
-        out.append(_from(f"{metric}.clustered", est, f"user-clustered over {est.n_clusters} user(s); {what}", stratum))
+        out.append(_from(metric.variant(".clustered", **given), est,
+                         f"user-clustered over {est.n_clusters} user(s); {what}", stratum))
     return out
 
 
@@ -121,35 +135,37 @@ def provenance_analysis(obs: Observations, pack: KnowledgePack) -> list[Result]:
     out: list[Result] = []
     known = np.array([s is not None for s in segments], dtype=bool)
     real = np.array([s == REAL_SEGMENT for s in segments], dtype=bool)
-    out += rate_results("excluded_share", cl[known], ~real[known], what="turns outside the real segment")
+    out += rate_results(EXCLUDED, cl[known], ~real[known], what="turns outside the real segment")
     counts = Counter(s for s in segments if s is not None)
     for name in sorted(counts):
-        out.append(_from(f"segment_share.{name}", proportion_ci(counts[name], int(known.sum())), "wilson", "all"))
+        share = proportion_ci(counts[name], int(known.sum()))
+        out.append(_from(SEGMENT_SHARE.of(segment=name), share, "wilson", "all"))
 
     for suffix, item in COVERAGE_ITEMS.items():
         checked, ok = (code[item] == 1) | (code[item] == 2), code[item] == 1
         what = f"turns whose {suffix.replace('_', ' ')} is complete"
-        out += rate_results(f"coverage.{suffix}", cl[checked], ok[checked], what=what)
-        out += rate_results(f"coverage.{suffix}", cl[checked & real], ok[checked & real], what=what,
+        field = {"field": suffix}
+        out += rate_results(COVERAGE, cl[checked], ok[checked], what=what, params=field)
+        out += rate_results(COVERAGE, cl[checked & real], ok[checked & real], what=what, params=field,
                             stratum=f"segment={REAL_SEGMENT}")
 
     for metric, item, bad_when, label in (
-        ("incomplete_evidence", EVIDENCE_COMPLETE, False, "incomplete"),
-        ("injection_flagged", INJECTION_FLAGGED, True, "flagged"),
+        (INCOMPLETE, EVIDENCE_COMPLETE, False, "incomplete"),
+        (INJECTION, INJECTION_FLAGGED, True, "flagged"),
     ):
         checked, ok = (code[item] == 1) | (code[item] == 2), code[item] == 1
         out += rate_results(metric, cl[checked], ok[checked] == bad_when, what=f"{label} turns")
         for unit_id, fact in bad_units[item]:
             note = str(fact) if fact else f"see atomic datum {item}"
-            out.append(_result(metric, label, n=1, note=note, unit_id=unit_id))
+            out.append(_result(metric.name, label, n=1, note=note, unit_id=unit_id))
 
     note = "real segment, checked for injections and not flagged"
-    out.append(_result("clean.turns", float(clean_turns), n=len(rows), note=note))
-    out.append(_result("clean.sessions", float(len(sessions)), n=clean_turns, note=note))
-    out.append(_result("clean.users", float(len(users)), n=clean_turns, note=note))
+    out.append(_result(CLEAN.of(unit="turns"), float(clean_turns), n=len(rows), note=note))
+    out.append(_result(CLEAN.of(unit="sessions"), float(len(sessions)), n=clean_turns, note=note))
+    out.append(_result(CLEAN.of(unit="users"), float(len(users)), n=clean_turns, note=note))
 
     missing = {i: int((code[i] == 3).sum()) for i in items}
     detail = ", ".join(f"{i} {missing[i]}" for i in items if missing[i]) or "none"
-    out.append(_result("uncollected", float(sum(missing.values())), n=len(rows),
+    out.append(_result(UNCOLLECTED.name, float(sum(missing.values())), n=len(rows),
                        note=f"left out of every rate: {detail}"))
     return out

@@ -4,8 +4,9 @@ Each rule reads the provenance record ingest stored for the turn (`stored_json`:
 the store, trusted only under the same logic version, knowledge digest and turn fields), so a run does not scan and
 measure every text again, nor build the record's models; without one it calls the pure provenance functions
 (`segment_turn`, `coverage`, `scan_turn`, `scan_turn_suspects`) with the context's pack. Both give the same answers.
-Several data read the same provenance, so the last few results are remembered per (turn, pack) object: the answer
-depends only on those two frozen inputs, so this changes nothing but time.
+Several data read the same provenance, so the last few results are remembered per (turn, pack) object in the
+run's memos (`evaluators.core.memo`): the answer depends only on those two frozen inputs, so this changes nothing
+but time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from agent_factory.evaluators.components.provenance.definitions import (
     INJECTION_FLAGGED,
     SEGMENT,
 )
+from agent_factory.evaluators.core.memo import memos
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
 from agent_factory.evaluators.provenance import VERSION as PROVENANCE_VERSION
 from agent_factory.evaluators.provenance import (
@@ -41,17 +43,11 @@ MAX_EVIDENCE = 20
 """Pointers kept per answer."""
 
 T = TypeVar("T")
-_MEMO: dict[tuple[str, int, int], tuple[Turn, KnowledgePack, object]] = {}
 
 
 def _memo(what: str, turn: Turn, pack: KnowledgePack, make: Callable[[], T]) -> T:
-    key = (what, id(turn), id(pack))
-    hit = _MEMO.get(key)
-    if hit is None or hit[0] is not turn or hit[1] is not pack:
-        if len(_MEMO) >= 64:
-            _MEMO.clear()
-        hit = _MEMO[key] = (turn, pack, make())
-    return hit[2]  # type: ignore[return-value]
+    # The run's table (`evaluators.core.memo`): the data of one turn are collected together, so a few entries do.
+    return memos().identity("provenance.turn", max_entries=64).get(what, turn, pack, make)
 
 
 def turn_coverage(turn: Turn, pack: KnowledgePack) -> Coverage:
@@ -178,7 +174,7 @@ def evidence_complete(unit: object, ctx: RuleContext) -> RuleAnswer:
     return _fields_answer(list(_read(unit, ctx.pack).fields), "fields")
 
 
-def _field_rule(name: str, select: Callable[[_Field], bool], what: str) -> None:
+def _field_rule(name: str, select: Callable[[_Field], bool], what: str) -> Callable[[object, RuleContext], RuleAnswer]:
     def collect(unit: object, ctx: RuleContext) -> RuleAnswer:
         if not isinstance(unit, Turn):
             return _wrong_unit(unit)
@@ -186,13 +182,14 @@ def _field_rule(name: str, select: Callable[[_Field], bool], what: str) -> None:
 
     collect.__name__ = collect.__qualname__ = name.replace(".", "_")
     collect.__doc__ = f"Completeness of the turn's {what}."
-    rule(name)(collect)
+    return rule(name)(collect)
 
 
-_field_rule(FIELD_ITEMS["request"], lambda f: f.label == "request", "request")
-_field_rule(FIELD_ITEMS["answer"], lambda f: f.label == "answer", "answer")
-_field_rule(FIELD_ITEMS["span_inputs"], lambda f: f.field == "input", "span inputs")
-_field_rule(FIELD_ITEMS["span_outputs"], lambda f: f.field == "output", "span outputs")
+# Module names: the registry registers the rules of this module it finds tagged among them.
+request_complete = _field_rule(FIELD_ITEMS["request"], lambda f: f.label == "request", "request")
+answer_complete = _field_rule(FIELD_ITEMS["answer"], lambda f: f.label == "answer", "answer")
+span_inputs_complete = _field_rule(FIELD_ITEMS["span_inputs"], lambda f: f.field == "input", "span inputs")
+span_outputs_complete = _field_rule(FIELD_ITEMS["span_outputs"], lambda f: f.field == "output", "span outputs")
 
 
 @rule(INJECTION_FLAGGED)

@@ -34,6 +34,19 @@ from agent_factory.evaluators.components.results.definitions import (
     RETURNED,
     RETURNED_WITHIN_T,
 )
+from agent_factory.evaluators.components.results.metrics import (
+    FEEDBACK_COUNT,
+    FEEDBACK_MEAN,
+    MEDIAN_RETURN,
+    REDO_RATE,
+    REDO_ROLLUP,
+    RETURN_RATE,
+    SESSIONS,
+    SINGLE_COUNT,
+    SINGLE_RETURN_RATE,
+    SINGLE_RETURNED,
+    SINGLE_SHARE,
+)
 from agent_factory.evaluators.components.results.rollup import REDO_FLAG, session_rollup
 from agent_factory.evaluators.components.results.rollup import VERSION as ROLLUP_VERSION
 from agent_factory.evaluators.components.results.rules import NOT_OBSERVABLE
@@ -130,13 +143,13 @@ def return_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
     for stratum, group in _strata(ss):
         decided = [(s.cluster, s.returned == RETURNED) for s in group if s.returned in (RETURNED, NOT_RETURNED)]
         censored = sum(s.returned == CENSORED for s in group)
-        out.append(rate_result(decided, meta, layer="engagement", metric="return_rate_within_t", stratum=stratum,
+        out.append(rate_result(decided, meta, layer="engagement", metric=RETURN_RATE.name, stratum=stratum,
                                note=f"T = {days}; {censored} censored sessions excluded from the denominator"
                                     + _hidden_note(group)))
     for label in (RETURNED, NOT_RETURNED, CENSORED):
-        out.append(count_result(meta, layer="engagement", metric=f"sessions.{label}", n=len(ss),
+        out.append(count_result(meta, layer="engagement", metric=SESSIONS.of(state=label), n=len(ss),
                                 value=sum(s.returned == label for s in ss)))
-    out.append(count_result(meta, layer="engagement", metric=f"sessions.{NOT_OBSERVABLE}", n=len(ss),
+    out.append(count_result(meta, layer="engagement", metric=SESSIONS.of(state=NOT_OBSERVABLE), n=len(ss),
                             value=sum(not s.observable for s in ss),
                             note="sessions whose user id names no person: return, interval and redo unobservable"))
     return out + uncollected_results(obs.layer("conversation"), (RETURNED_WITHIN_T,), meta, layer="conversation")
@@ -148,7 +161,7 @@ def return_interval(obs: Observations, pack: KnowledgePack) -> list[Result]:
     ss = sessions(obs)
     note = "observed returns only (any length); sessions with no later session seen are censored and left out"
     out = [median_result(meta, [(s.cluster, s.interval_s) for s in group if s.interval_s is not None],
-                         layer="engagement", metric="median_return_interval_s", stratum=stratum,
+                         layer="engagement", metric=MEDIAN_RETURN.name, stratum=stratum,
                          note=note + _hidden_note(group))
            for stratum, group in _strata(ss)]
     return out + uncollected_results(obs.layer("conversation"), (RETURN_INTERVAL_S,), meta, layer="conversation")
@@ -160,7 +173,7 @@ def redo_rate(obs: Observations, pack: KnowledgePack) -> list[Result]:
     ss = sessions(obs)
     note = f"bigram Jaccard >= {pack.thresholds.redo_jaccard:g}; sessions with a later session only"
     out = [rate_result([(s.cluster, s.redo == "yes") for s in group if s.redo in ("yes", "no")], meta,
-                       layer="engagement", metric="redo_rate", stratum=stratum,
+                       layer="engagement", metric=REDO_RATE.name, stratum=stratum,
                        note=note + ("; " + _unknown_end_note(ss) if stratum == "all" else "") + _hidden_note(group))
            for stratum, group in _strata(ss)]
     return out + uncollected_results(obs.layer("conversation"), (REDO,), meta, layer="conversation")
@@ -171,16 +184,16 @@ def single_turn(obs: Observations, pack: KnowledgePack) -> list[Result]:
     meta = _meta("results.single_turn")
     ss = [s for s in sessions(obs) if s.turns > 0]
     out = [rate_result([(s.cluster, s.turns == 1) for s in ss], meta, layer="conversation",
-                       metric="single_turn_session_share", note="sessions with at least one observed turn")]
+                       metric=SINGLE_SHARE.name, note="sessions with at least one observed turn")]
     single = [s for s in ss if s.turns == 1 and s.returned is not None]
     out.append(rate_result([(s.cluster, s.returned == RETURNED) for s in single], meta, layer="engagement",
-                           metric="single_turn.returned_share",
+                           metric=SINGLE_RETURNED.name,
                            note="of all single-turn sessions; the rest see no return (their outcome stays censored)"))
     decided = [(s.cluster, s.returned == RETURNED) for s in single if s.returned != CENSORED]
-    out.append(rate_result(decided, meta, layer="engagement", metric="single_turn.return_rate_within_t",
+    out.append(rate_result(decided, meta, layer="engagement", metric=SINGLE_RETURN_RATE.name,
                            note="sessions censored by the horizon excluded"))
     for label in (RETURNED, NOT_RETURNED, CENSORED):
-        out.append(count_result(meta, layer="engagement", metric=f"single_turn.{label}", n=len(single),
+        out.append(count_result(meta, layer="engagement", metric=SINGLE_COUNT.of(state=label), n=len(single),
                                 value=sum(s.returned == label for s in single)))
     return out
 
@@ -190,12 +203,12 @@ def feedback(obs: Observations, pack: KnowledgePack) -> list[Result]:
     meta = _meta("results.feedback")
     ss = sessions(obs)
     given = [s for s in ss if s.feedback is not None]
-    out = [count_result(meta, layer="engagement", metric="sessions_with_feedback", value=len(given), n=len(ss))]
+    out = [count_result(meta, layer="engagement", metric=FEEDBACK_COUNT.name, value=len(given), n=len(ss))]
     numeric = [(s.cluster, float(s.feedback)) for s in given if isinstance(s.feedback, int | float)]
     if numeric:
         est = cluster_bootstrap_ci([v for _, v in numeric], [c for c, _ in numeric], n_boot=N_BOOT,
                                    seed=BOOTSTRAP_SEED)
-        out.append(Result(component="results", layer="engagement", metric="feedback_mean", value=est.value,
+        out.append(Result(component="results", layer="engagement", metric=FEEDBACK_MEAN.name, value=est.value,
                           low=est.low, high=est.high, n=len(numeric),
                           note="; ".join(p for p in ("user-clustered bootstrap", est.note) if p),
                           analysis=meta.analysis, analysis_version=meta.version))
@@ -204,7 +217,7 @@ def feedback(obs: Observations, pack: KnowledgePack) -> list[Result]:
 
 def rollup(obs: Observations, pack: KnowledgePack) -> list[Result]:
     """Sessions followed by a redo, and users with at least one such session."""
-    return session_rollup(obs, (REDO_FLAG,), _meta("results.rollup"), metric="redo_share")
+    return session_rollup(obs, (REDO_FLAG,), _meta("results.rollup"), metric=REDO_ROLLUP.name)
 
 
 _FNS: tuple[tuple[str, Callable[[Observations, KnowledgePack], list[Result]]], ...] = (

@@ -1,4 +1,4 @@
-"""rho of Results (DESIGN.md section 4): what followed a session - a return within T, how soon, a redo.
+"""rho of Results (docs/method.md section 4): what followed a session - a return within T, how soon, a redo.
 
 Layer choice: each datum is about one *session* (conversation layer), answering "what followed it?". Its rule
 reads the session's place among the user's sessions from `RuleContext.engagement` (the user's

@@ -1,4 +1,4 @@
-"""Substance: whether a delivered answer is any good, item by item (DESIGN.md section 4).
+"""Substance: whether a delivered answer is any good, item by item (docs/method.md section 4).
 
 Importing this package registers the rules (`rules`: applicability, and C2 on truncation markers) and the
 component: the eight checklist definitions (`definitions`, trace layer, model tiers) and the analysis
@@ -10,6 +10,7 @@ from agent_factory.evaluators.components.substance import rules
 from agent_factory.evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
 from agent_factory.evaluators.components.substance.definitions import ITEMS, build
 from agent_factory.evaluators.components.substance.flags import FLAGS
+from agent_factory.evaluators.components.substance.present import PRESENTATION
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 DEFINITIONS = build(rules.RULES_DIGEST)
@@ -17,6 +18,7 @@ DEFINITIONS = build(rules.RULES_DIGEST)
 
 SPEC = ComponentSpec(
     name="substance",
+    present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
     analyses=ANALYSES,

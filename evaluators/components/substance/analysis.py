@@ -32,6 +32,7 @@ from agent_factory.evaluators.components.execution.rollup import (
     uncollected_results,
 )
 from agent_factory.evaluators.components.substance.definitions import ITEMS
+from agent_factory.evaluators.components.substance.metrics import DELIVERY_UNDECIDED, NO_ITEMS, PASS_RATE, SCORE
 from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
 from agent_factory.evaluators.stats import stratified_mean
@@ -87,7 +88,7 @@ def _s_result(scored: Sequence[tuple[UnitRow, TurnScore]], *, stratum: str) -> R
         population[h] += 1
         if s.score is not None:
             values[h].append(s.score)
-    base = dict(component=_META.component, layer="trace", metric="S", stratum=stratum, analysis=_META.analysis,
+    base = dict(component=_META.component, layer="trace", metric=SCORE.name, stratum=stratum, analysis=_META.analysis,
                 analysis_version=_META.version)
     if not population:
         return Result(value=None, n=0, note="no turn with a decided delivery state", **base)
@@ -117,7 +118,7 @@ def score(obs: Observations, pack: KnowledgePack) -> list[Result]:
 
     delivered = [(r, s) for r, s in scored if s.delivered]
     for item in ITEMS:
-        name = f"pass_rate.{item.split('.', 1)[1]}"
+        name = PASS_RATE.of(item=item.split(".", 1)[1])
         pairs: dict[str, list[tuple[Hashable, bool]]] = defaultdict(list)
         for r, _ in delivered:
             v = r.values.get(item)
@@ -130,10 +131,10 @@ def score(obs: Observations, pack: KnowledgePack) -> list[Result]:
     out.extend(uncollected_results([r for r, _ in delivered], ITEMS, _META, layer="trace"))
 
     unscored = sum(1 for _, s in delivered if s.score is None)
-    out.append(count_result(_META, layer="trace", metric="no_collected_items", value=unscored, n=len(delivered),
+    out.append(count_result(_META, layer="trace", metric=NO_ITEMS.name, value=unscored, n=len(delivered),
                             note="delivered turns with no collected checklist item: S undefined, not imputed"))
     undecided = len(scored_all) - len(scored)
-    out.append(count_result(_META, layer="trace", metric="delivery_undecided", value=undecided, n=len(scored_all),
+    out.append(count_result(_META, layer="trace", metric=DELIVERY_UNDECIDED.name, value=undecided, n=len(scored_all),
                             note=f"turns whose {DELIVERED} is undecided or missing: no S"))
     return out
 

@@ -1,4 +1,4 @@
-"""rho of Substance (DESIGN.md section 4): the eight checklist items of a delivered answer.
+"""rho of Substance (docs/method.md section 4): the eight checklist items of a delivered answer.
 
 Each item is one yes/no question about one turn (trace layer), judged on the full request and answer text (no
 truncation: on head+tail text "no contradiction" read 90% where the full text gave 5%). They are model items

@@ -1,4 +1,4 @@
-"""Trajectory: how each session went, read from what the user did next (DESIGN.md section 4).
+"""Trajectory: how each session went, read from what the user did next (docs/method.md section 4).
 
 Importing this package registers the rules (`rules`) and the component: its conversation-layer data definitions
 (`definitions.DEFINITIONS`: recovery events, abandonment, frustration, turn count, replayed turns) and analyses
@@ -16,10 +16,12 @@ from agent_factory.evaluators.components.trajectory.analysis import (
 )
 from agent_factory.evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
 from agent_factory.evaluators.components.trajectory.flags import FLAGS
+from agent_factory.evaluators.components.trajectory.present import PRESENTATION
 from agent_factory.evaluators.core.registry import ComponentSpec
 
 SPEC = ComponentSpec(
     name="trajectory",
+    present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
     analyses=ANALYSES,

@@ -4,7 +4,7 @@ Friction F(x) = sum over the admitted recovery events s of a_s(x), where a_s(x) 
 (1 when it occurred in the session): the paper's sum over atomic data, which a model tier can collect as well as
 a rule. Occurrence counts (the rules' facts) are reported separately as `event_count.<event>`.
 
-The outcome rule (DESIGN.md section 4): abandonment or frustration -> blocked; else F >= 1 -> struggled; else
+The outcome rule (docs/method.md section 4): abandonment or frustration -> blocked; else F >= 1 -> struggled; else
 exactly one turn and none of these -> censored; else smooth. An uncollected datum is never read as "did not
 happen": when one could change the label (e.g. context repair left to a model that is not configured, on a
 session with no other event) the session is `undetermined`, counted and reported, never guessed smooth.
@@ -34,6 +34,17 @@ from agent_factory.evaluators.components.trajectory.definitions import (
     RECOVERY_EVENTS,
     REPLAY_TURNS,
     TURNS,
+)
+from agent_factory.evaluators.components.trajectory.metrics import (
+    EVENT_COUNT,
+    EVENT_SHARE,
+    FRICTION,
+    MEAN_FRICTION,
+    OUTCOME,
+    OUTCOME_COUNT,
+    OUTCOME_SHARE,
+    REPLAY_FAILURE,
+    REPLAY_SUCCESS,
 )
 from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.registry import Analysis, Observations, UnitRow
@@ -111,17 +122,17 @@ def outcomes(obs: Observations, pack: KnowledgePack) -> list[Result]:
         s = session_outcome(row)
         labelled.append((cluster_of(row), s))
         note = _outcome_note(s, row)
-        per_session.append(Result(metric="outcome", unit_id=row.unit_id, value=s.outcome, n=1, note=note, **base))
+        per_session.append(Result(metric=OUTCOME.name, unit_id=row.unit_id, value=s.outcome, n=1, note=note, **base))
         per_session.append(Result(
-            metric="friction", unit_id=row.unit_id, value=None if s.friction is None else float(s.friction), n=1,
+            metric=FRICTION.name, unit_id=row.unit_id, value=None if s.friction is None else float(s.friction), n=1,
             note=note if s.friction is not None else note + "; F undefined: a recovery event is uncollected",
             **base))
 
     out: list[Result] = []
     for label in OUTCOMES:
         out.append(rate_result(((c, s.outcome == label) for c, s in labelled), meta, layer="conversation",
-                               metric=f"outcome_share.{label}", note="share of all sessions"))
-        out.append(count_result(meta, layer="conversation", metric=f"outcome_count.{label}",
+                               metric=OUTCOME_SHARE[label].name, note="share of all sessions"))
+        out.append(count_result(meta, layer="conversation", metric=OUTCOME_COUNT.of(outcome=label),
                                 value=sum(1 for _, s in labelled if s.outcome == label), n=len(labelled)))
 
     known = [(c, float(s.friction)) for c, s in labelled if s.friction is not None]
@@ -129,18 +140,19 @@ def outcomes(obs: Observations, pack: KnowledgePack) -> list[Result]:
     note = f"{excluded} sessions with an uncollected recovery event excluded"
     if known:
         est = cluster_bootstrap_ci([f for _, f in known], [c for c, _ in known], n_boot=N_BOOT, seed=BOOTSTRAP_SEED)
-        out.append(Result(metric="mean_friction", value=est.value, low=est.low, high=est.high, n=len(known),
+        out.append(Result(metric=MEAN_FRICTION.name, value=est.value, low=est.low, high=est.high, n=len(known),
                           note="; ".join(p for p in ("user-clustered bootstrap", note, est.note) if p), **base))
     else:
-        out.append(Result(metric="mean_friction", value=None, n=0, note=f"no session with F defined; {note}", **base))
+        out.append(Result(metric=MEAN_FRICTION.name, value=None, n=0, note=f"no session with F defined; {note}",
+                          **base))
 
     for item in (*RECOVERY_EVENTS, *BLOCKING_EVENTS):
         decided = [(cluster_of(r), r.values[item] == "yes") for r in rows if r.values.get(item) in ("yes", "no")]
-        out.append(rate_result(decided, meta, layer="conversation", metric=f"event_share.{short(item)}",
+        out.append(rate_result(decided, meta, layer="conversation", metric=EVENT_SHARE.of(event=short(item)),
                                note="sessions where the event occurred, of those where it was decided"))
         counted = [f for r in rows
                    if r.values.get(item) in ("yes", "no") and isinstance(f := r.facts.get(item), int | float)]
-        out.append(count_result(meta, layer="conversation", metric=f"event_count.{short(item)}",
+        out.append(count_result(meta, layer="conversation", metric=EVENT_COUNT.of(event=short(item)),
                                 value=int(sum(counted)), n=len(counted),
                                 note="occurrences summed over sessions whose collector reported a count"))
     out.extend(uncollected_results(rows, (*RECOVERY_EVENTS, *BLOCKING_EVENTS), meta, layer="conversation"))
@@ -195,8 +207,8 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
     note = (f"{undecided} pairs with the previous delivery undecided and {unread} pairs of sessions without "
             "replay data excluded")
     return [
-        rate_result(after[True], _REPLAY, layer="trace", metric="replay_after_failure", note=note),
-        rate_result(after[False], _REPLAY, layer="trace", metric="replay_after_success", note=note),
+        rate_result(after[True], _REPLAY, layer="trace", metric=REPLAY_FAILURE.name, note=note),
+        rate_result(after[False], _REPLAY, layer="trace", metric=REPLAY_SUCCESS.name, note=note),
     ]
 
 

@@ -1,4 +1,4 @@
-"""rho of Trajectory (DESIGN.md section 4): how a session went, read from what the user did next.
+"""rho of Trajectory (docs/method.md section 4): how a session went, read from what the user did next.
 
 Every item is about one conversation (session). The recovery events (request replay, verbatim replay, context
 repair, clarification loop, session termination) sum to the friction F(x); abandonment and frustration block the

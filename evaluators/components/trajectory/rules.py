@@ -9,8 +9,8 @@ finding nothing is a "no".
 
 A turn is failed when its delivery state is one of the failures (as `execution.delivered` decides it), not failed
 when it is `delivered` or `handed_off` (the agent handed the user to a person), and undecided when the source
-cannot tell. The user's closing message is no turn of the session (see `factory.pipeline.units`): the session ends on the
-turn before it.
+cannot tell. The user's closing message is no turn of the session (see `factory.pipeline.units`): the session
+ends on the turn before it.
 """
 
 from __future__ import annotations

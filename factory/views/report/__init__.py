@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from agent_factory.factory.views.report.components import SECTIONS
+from agent_factory.factory.views.report.components import component_sections
 from agent_factory.factory.views.report.html import render_html
 from agent_factory.factory.views.report.model import ReportData, Section
 from agent_factory.factory.views.report.overview import associations, composite, corrections, gate, layer_table, spine
@@ -15,7 +15,7 @@ from agent_factory.factory.views.report.overview import associations, composite,
 def report_sections(data: ReportData, *, with_composite: bool = False) -> list[Section]:
     """Every section in report order: the layer table and the spine first, the components, outcome
     associations, the gate's and the corrections' room, and last, only when asked, the composite view."""
-    out = [layer_table(data), spine(data), *(fn(data) for fn in SECTIONS), associations(data), gate(),
+    out = [layer_table(data), spine(data), *component_sections(data), associations(data), gate(),
            corrections()]
     if with_composite:
         out.append(composite(data))

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-from agent_factory.factory.views.report.model import Block, Quote, Section, StoreFacts, Table
+from agent_factory.factory.views.report.model import Block, Quote, Section, Table
+from agent_factory.factory.views.results import StoreFacts
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d232b;background:#f6f7f9}
@@ -92,18 +93,21 @@ def _block(b: Block) -> str:
     return '<div class="block">' + "".join(parts) + "</div>"
 
 
-def _box(name: str, lines: Sequence[str]) -> str:
+def _box(name: str, title: str, lines: Sequence[str]) -> str:
     body = "".join(f'<span class="line">{escape(x)}</span><br>' for x in lines)
-    return f'<div class="box" data-component="{escape(name)}"><b>{escape(name.capitalize())}</b>{body}</div>'
+    return f'<div class="box" data-component="{escape(name)}"><b>{escape(title)}</b>{body}</div>'
 
 
 def _spine(extra: dict[str, Any]) -> str:
     boxes: dict[str, list[str]] = extra["boxes"]
-    chain = '<span class="arrow">→</span>'.join(_box(c, boxes.get(c, [])) for c in extra["spine"])
-    across = "".join(f'<span class="line">{escape(x)}</span> ' for x in boxes.get("conduct", []))
-    apart = _box("provenance", boxes.get("provenance", [])) + _box("adjudication", boxes.get("adjudication", []))
-    return (f'<div class="spine">{chain}</div><div class="across" data-component="conduct"><b>Conduct</b> '
-            f"(across every stage): {across}</div><div class=\"apart\">{apart}</div>")
+    titles: dict[str, str] = extra["titles"]
+    chain = '<span class="arrow">→</span>'.join(_box(c, titles[c], boxes.get(c, [])) for c in extra["spine"])
+    across = "".join(
+        f'<div class="across" data-component="{escape(c)}"><b>{escape(titles[c])}</b> (across every stage): '
+        + "".join(f'<span class="line">{escape(x)}</span> ' for x in boxes.get(c, [])) + "</div>"
+        for c in extra["across"])
+    apart = "".join(_box(c, titles[c], boxes.get(c, [])) for c in extra["apart"])
+    return f'<div class="spine">{chain}</div>{across}<div class="apart">{apart}</div>'
 
 
 def _section(s: Section) -> str:

@@ -11,37 +11,13 @@ from typing import Any
 from pydantic import Field
 
 from agent_factory.evaluators.findings import Association
+from agent_factory.factory.views.results import ResultRow, StoreFacts
 from agent_factory.frozen import Frozen
 
-COMPONENTS = ("execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication")
-"""The seven components in the report's order: the spine, Conduct across it, then the two instruments."""
 LAYERS = ("span", "trace", "conversation", "engagement")
 """The four layers, lowest first."""
 LAYER_NAMES = {"span": "spans", "trace": "turns", "conversation": "sessions", "engagement": "users"}
 """How the report names each layer's units (the study's layer table: turns / sessions / users)."""
-
-
-class ResultRow(Frozen):
-    """One population-level result (no unit id) as the analyses stored it."""
-
-    component: str
-    """The component that produced it."""
-    layer: str | None
-    """The layer of its units."""
-    metric: str
-    """The metric name, e.g. `failure_rate` or `C(r).confirm_before_write`."""
-    stratum: str | None
-    """`all`, `mode=deep`, `end=failed`, ...; None when the analysis gave none."""
-    value: float | str | None
-    """The estimate (a number), a label (`held`, `admitted`), or None when undefined."""
-    low: float | None = None
-    """Lower end of its 95% interval."""
-    high: float | None = None
-    """Upper end of its 95% interval."""
-    n: int | None = None
-    """The denominator (units the estimate is over)."""
-    note: str | None = None
-    """What the analysis says about how it was computed, and what it left out."""
 
 
 class Quote(Frozen):
@@ -70,31 +46,6 @@ class LayerCell(Frozen):
     """Units with at least one of the component's flags raised."""
     units: int = Field(ge=0)
     """Units of that layer with at least one decided flag of the component (the denominator)."""
-
-
-class StoreFacts(Frozen):
-    """What the store holds besides results: traffic, segments, quarantine, runs."""
-
-    path: str
-    """The store file the report was made from."""
-    turns: int
-    """Real turns."""
-    sessions: int
-    """Real sessions."""
-    users: int
-    """Real users."""
-    spans: int
-    """Spans of real turns."""
-    segments: dict[str, int]
-    """Turns per traffic segment (real included)."""
-    quarantined: int
-    """Records quarantined at ingest."""
-    units: dict[str, int]
-    """Units the last run collected, per layer."""
-    last_run: str | None
-    """When the last run finished (ISO time); None when the store was never run."""
-    outcome_kinds: tuple[str, ...] = ()
-    """The outcome event kinds stored (e.g. `task_reward`)."""
 
 
 class ReportData(Frozen):

@@ -1,24 +1,31 @@
 """The part of `agent-factory show` that reads a store: one unit's evidence, data, results and flags, or the
 units most flagged with one quote each. Everything is returned as the models of `factory.views.show`, what comes from
-a trace redacted (its text, and its ids: a user id may be an email); every flag comes from
-`factory.views.findings.read_findings`."""
+a trace redacted (its text, and its ids: a user id may be an email); the stored rows come from
+`factory.store.lookup`, every flag from `factory.views.findings.read_findings`."""
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.evaluators.collect.redact import Redaction, Redactor, load_redactor, redact_text
+from agent_factory.evaluators.collect.redact import Redaction, Redactor, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
-from agent_factory.evaluators.findings import FlagRow, Level, all_flags, level_units
-from agent_factory.evaluators.provenance.segments import lookup
+from agent_factory.evaluators.findings import FlagRow, Level, level_units
 from agent_factory.factory.store import Store
+from agent_factory.factory.store.lookup import (
+    evidence,
+    field_value,
+    locate,
+    spans_of,
+    turns_of,
+    unit_data,
+    unit_results,
+    user_conversations,
+)
 from agent_factory.factory.views.findings import Findings, read_findings
-from agent_factory.factory.views.report.read import _field_text
 from agent_factory.factory.views.show.unit import (
     ConversationRef,
     DataGroup,
@@ -48,47 +55,6 @@ CITED_MAX_WORST = 160
 """Longest cited range in a `--worst` quote."""
 _QUOTE_TRIES = 20
 """Raised flags tried for a quote before giving up (most point at stored text at once)."""
-_TURN_COLUMNS = ("request", "answer", "mode", "delivery", "segment")
-_SPAN_COLUMNS = ("input", "output", "error", "name", "kind", "status", "model")
-
-
-class Located(NamedTuple):
-    """What an id names in the store."""
-
-    kind: Kind
-    conversation_id: str | None
-    user_id: str | None
-    turn_id: str | None = None
-
-
-def flags_and_redactor(store: Store, suite: Path | None, pack: str | None,
-                       redactor_ref: str | None) -> tuple[tuple[FlagSpec, ...], Redactor]:
-    """The suite's flags (as `factory.views.findings.suite_flags` gives them) and the configured redactor, which looks
-    for the national phone numbers of the regions the suite's pack names (`phone_regions`)."""
-    from agent_factory.factory.suite.read import load_suite
-
-    chosen = load_suite(suite, pack=pack, store=store, allow_unapproved=True)
-    return all_flags(chosen.pack, chosen.components), load_redactor(redactor_ref,
-                                                                    phone_regions=chosen.pack.phone_regions)
-
-
-def locate(store: Store, unit_id: str) -> Located | None:
-    """What `unit_id` is: a turn, a conversation, a span or a user (looked up in that order); None: nothing."""
-    con = store.con
-    row = con.execute("SELECT conversation_id, user_id FROM turns WHERE id = ?", [unit_id]).fetchone()
-    if row is not None:
-        return Located("turn", row[0], row[1], unit_id)
-    row = con.execute("SELECT user_id FROM turns WHERE conversation_id = ? LIMIT 1", [unit_id]).fetchone() \
-        or con.execute("SELECT user_id FROM conversations WHERE id = ?", [unit_id]).fetchone()
-    if row is not None:
-        return Located("conversation", unit_id, row[0])
-    row = con.execute("SELECT s.turn_id, t.conversation_id, t.user_id FROM spans s LEFT JOIN turns t"
-                      " ON t.id = s.turn_id WHERE s.id = ? LIMIT 1", [unit_id]).fetchone()
-    if row is not None:
-        return Located("span", row[1], row[2], row[0])
-    if con.execute("SELECT 1 FROM turns WHERE user_id = ? LIMIT 1", [unit_id]).fetchone() is not None:
-        return Located("user", None, unit_id)
-    return None
 
 
 def _decode(raw: str | None) -> Any:
@@ -98,37 +64,6 @@ def _decode(raw: str | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw
-
-
-def field_value(store: Store, unit_id: str, field: str) -> str | list[Any] | None:
-    """The text (for `attributes.tool_calls`, the list) a pointer's field holds; None when not stored.
-    `_field_text` reads the text fields; the other turn and span columns, attributes stored flat and
-    non-text attributes are read here."""
-    text = _field_text(store, unit_id, field)
-    if text is not None:
-        return text
-    con = store.con
-    if field in _TURN_COLUMNS:
-        row = con.execute(f"SELECT {field} FROM turns WHERE id = ?", [unit_id]).fetchone()
-        if row is not None and row[0] is not None:
-            return str(row[0])
-    if field in _SPAN_COLUMNS:
-        row = con.execute(f"SELECT {field} FROM spans WHERE id = ? LIMIT 1", [unit_id]).fetchone()
-        if row is not None and row[0] is not None:
-            return str(row[0])
-    if field.startswith("attributes."):
-        key = field.removeprefix("attributes.")
-        for table in ("turns", "spans", "conversations"):
-            row = con.execute(f"SELECT attributes FROM {table} WHERE id = ? LIMIT 1", [unit_id]).fetchone()
-            if row is None or not row[0]:
-                continue
-            # Attributes are stored flat (`{"agent.mode": ..}`), nested or mixed: read them as the rules did.
-            value: Any = lookup(json.loads(row[0]), key)
-            if isinstance(value, str | list):
-                return value
-            if isinstance(value, int | float | bool):
-                return json.dumps(value)
-    return None
 
 
 class _Texts:
@@ -187,13 +122,9 @@ class _Texts:
 
 def _data(store: Store, texts: _Texts, unit_ids: Sequence[str],
           raising: dict[tuple[str, str], list[str]]) -> dict[str, list[Datum]]:
-    rows = store.con.execute(
-        "SELECT unit_id, item, value, fact, reason, evidence, tier, collector, rater FROM atomic_data"
-        " WHERE unit_id IN (SELECT unnest(?)) ORDER BY unit_id, item, rater != 'primary', rater",
-        [list(unit_ids)]).fetchall()
     out: dict[str, list[Datum]] = {u: [] for u in unit_ids}
-    for uid, item, value, fact, reason, evidence, tier, collector, rater in rows:
-        pointers = tuple(texts.pointer(p)[0] for p in (_decode(evidence) or []) if isinstance(p, dict))
+    for uid, item, value, fact, reason, cited, tier, collector, rater in unit_data(store, unit_ids):
+        pointers = tuple(texts.pointer(p)[0] for p in (_decode(cited) or []) if isinstance(p, dict))
         raises = tuple(raising.get((uid, item), ())) if rater == "primary" else ()
         out[uid].append(Datum(unit_id=texts.rid(uid), item=item, value=texts.text(value),
                               fact=redact_value(_decode(fact), texts.redactor), reason=texts.text(reason), tier=tier,
@@ -202,9 +133,7 @@ def _data(store: Store, texts: _Texts, unit_ids: Sequence[str],
 
 
 def _results(store: Store, texts: _Texts, unit_ids: Sequence[str]) -> list[Result]:
-    rows = store.con.execute(
-        "SELECT unit_id, component, metric, value, note FROM results WHERE unit_id IN (SELECT unnest(?))"
-        " ORDER BY component, metric, stratum", [list(unit_ids)]).fetchall()
+    rows = unit_results(store, unit_ids)
     order = {u: i for i, u in enumerate(unit_ids)}
     rows.sort(key=lambda r: order[r[0]])
     return [Result(unit_id=texts.rid(u), component=c, metric=m, value=redact_value(_decode(v), texts.redactor),
@@ -212,10 +141,7 @@ def _results(store: Store, texts: _Texts, unit_ids: Sequence[str]) -> list[Resul
 
 
 def _spans(store: Store, turn_id: str, texts: _Texts, *, span_id: str | None = None) -> list[SpanView]:
-    where, args = ("id = ?", [span_id]) if span_id is not None else ("turn_id = ?", [turn_id])
-    rows = store.con.execute(
-        f"SELECT id, name, kind, status, input, output, error, attributes FROM spans WHERE {where}"
-        " ORDER BY start_time NULLS LAST, trace_id, seq, id", args).fetchall()
+    rows = spans_of(store, turn_id=turn_id, span_id=span_id)
     red = texts.text
     return [SpanView(id=texts.rid(i), name=red(n), kind=k, status=s, input=red(a), output=red(b), error=red(e),
                      tool_calls=_tool_calls(attrs, texts.redactor))
@@ -232,10 +158,7 @@ def _tool_calls(attributes: str | None, redactor: Redactor) -> tuple[str, ...]:
 def _turns(store: Store, texts: _Texts, *, conversation_id: str | None = None,
            turn_id: str | None = None) -> list[tuple[str, TurnView]]:
     """(raw id, the turn's view) of a conversation's turns, or of one turn."""
-    where, args = ("conversation_id = ?", [conversation_id]) if turn_id is None else ("id = ?", [turn_id])
-    rows = store.con.execute(
-        f"SELECT id, idx, request, answer, delivery, mode, n_spans FROM turns WHERE {where}"
-        " ORDER BY idx NULLS LAST, start_time NULLS LAST, id", args).fetchall()
+    rows = turns_of(store, conversation_id=conversation_id, turn_id=turn_id)
     return [(i, TurnView(id=texts.rid(i), index=x, request=texts.text(q), answer=texts.text(a), delivery=d, mode=m,
                          n_spans=int(n or 0))) for i, x, q, a, d, m, n in rows]
 
@@ -297,9 +220,8 @@ def read_unit(store: Store, unit_id: str, specs: Sequence[FlagSpec], redactor: R
         for r in rolled:
             if r.value == 1 and r.flag in bad:
                 raised[r.unit_id] += 1
-        convs = store.con.execute("SELECT conversation_id, count(*) FROM turns WHERE user_id = ? GROUP BY 1"
-                                  " ORDER BY min(start_time) NULLS LAST, 1", [unit_id]).fetchall()
-        conversations = [ConversationRef(id=rid(c), turns=int(n), flags_raised=raised.get(c, 0)) for c, n in convs]
+        conversations = [ConversationRef(id=rid(c), turns=n, flags_raised=raised.get(c, 0))
+                         for c, n in user_conversations(store, unit_id)]
     ids = [u for u, _ in groups]
     data = _data(store, texts, ids, raising) if ids else {}
     return UnitShow(
@@ -322,9 +244,7 @@ def _quote(store: Store, texts: _Texts, rows: Sequence[FlagRow], specs: Sequence
         if s.source != "datum" or tried >= _QUOTE_TRIES:
             continue
         tried += 1
-        row = store.con.execute("SELECT evidence FROM atomic_data WHERE unit_id = ? AND item = ? AND rater = 'primary'",
-                                [r.unit_id, s.item]).fetchone()
-        for p in (_decode(row[0]) if row else None) or []:
+        for p in _decode(evidence(store, r.unit_id, s.item)) or []:
             if not isinstance(p, dict):
                 continue
             pointer, value = texts.pointer(p, context=QUOTE_CONTEXT_WORST, cited_max=CITED_MAX_WORST)

@@ -1,8 +1,8 @@
 """`agent-factory show`: one unit with its evidence, its data and what cites them; or the units most flagged.
 
 The models here are what `--json` dumps; the functions here are pure (pointer windows, ranking, the flags
-`--worst` counts); `factory.views.show.read` reads a store into the models (every flag through `factory.views.findings`, so
-a flag means here what it means in summary, report and export) and `factory.show_text` draws the terminal lines.
+`--worst` counts); `views.show.read` reads a store into the models (every flag through `views.findings`, so
+a flag means here what it means in summary, report and export) and `views.show.text` draws the terminal lines.
 Every text taken from a trace is redacted by the configured redactor before it is put in a model: the
 evidence and the cited text, and the ids (a user id may be an email or a phone), a datum's reason and fact, a
 result's value and note.
@@ -17,7 +17,7 @@ from agent_factory.errors import AgentFactoryError
 from agent_factory.evaluators.collect.redact import Redaction, Redactor, redact_pieces, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.findings import FlagRow, Level, UnitKey, bad_flags, flag_counts, turns_of_spans
-from agent_factory.factory.views.report.read import QUOTE_CONTEXT
+from agent_factory.factory.views.results import QUOTE_CONTEXT, presented
 from agent_factory.frozen import Frozen
 
 Kind = Literal["span", "turn", "conversation", "user"]
@@ -325,20 +325,27 @@ def rank_units(rows: Iterable[FlagRow], counted: Collection[str]) -> list[tuple[
 
 
 def counted_flags(specs: Sequence[FlagSpec], *, component: str | None, clause: str | None) -> frozenset[str]:
-    """The flags `--worst` counts: those meaning `bad`, of `component` and of conduct's `clause` when given.
-    An unknown component or clause is an error naming the valid ones."""
+    """The flags `--worst` counts: those meaning `bad`, of `component` and of `clause` when given (a clause is
+    the parameter a component's flags carry, as it declares: Conduct's). An unknown component or clause is an
+    error naming the valid ones."""
     names = list(dict.fromkeys(s.component for s in specs))
     if component is not None and component not in names:
         raise AgentFactoryError(f"show: unknown component {component!r}; valid: {', '.join(names)}")
+    of = {name: how.flag_param[1] for name, how in presented()
+          if how.flag_param is not None and how.flag_param[0] == "clause"}
+
+    def clause_of(s: FlagSpec) -> str | None:
+        return of[s.component](s.id) if s.component in of else None
+
     if clause is not None:
-        if component not in (None, "conduct"):
-            raise AgentFactoryError(f"show: --clause is a conduct clause, not of {component!r}; "
-                                    "drop --component or pass --component conduct")
-        clauses = [s.id.removeprefix("conduct.").removesuffix(".violated") for s in specs
-                   if s.component == "conduct" and s.id.endswith(".violated")]
+        if component is not None and component not in of:
+            owners = " or ".join(of) or "(none)"
+            raise AgentFactoryError(f"show: --clause is a {owners} clause, not of {component!r}; "
+                                    f"drop --component or pass --component {owners}")
+        clauses = [c for s in specs if (c := clause_of(s)) is not None]
         if clause not in clauses:
             raise AgentFactoryError(f"show: unknown clause {clause!r}; valid: {', '.join(clauses) or '(none)'}")
     bad = bad_flags(specs)
     return frozenset(s.id for s in specs if s.id in bad
                      and (component is None or s.component == component)
-                     and (clause is None or s.id == f"conduct.{clause}.violated"))
+                     and (clause is None or clause_of(s) == clause))

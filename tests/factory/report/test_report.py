@@ -15,8 +15,9 @@ from typer.testing import CliRunner
 from agent_factory.evaluators.collect.redact import DefaultRedactor
 from agent_factory.factory.cli.app import app
 from agent_factory.factory.views.report import build_html, report_sections
-from agent_factory.factory.views.report.model import Quote, ReportData, ResultRow, StoreFacts
+from agent_factory.factory.views.report.model import Quote, ReportData
 from agent_factory.factory.views.report.read import _field_text, quote_window
+from agent_factory.factory.views.results import ResultRow, StoreFacts
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SECTION_KEYS = ["layers", "spine", "execution", "substance", "trajectory", "results", "conduct", "provenance",
@@ -150,3 +151,33 @@ def test_a_clause_count_is_printed_whole_with_its_thousands() -> None:
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", page)
     assert "1,892" in cells and "12,345" in cells
     assert "1" not in cells and "12" not in cells
+
+
+def test_rows_over_no_unit_are_said_once_bands_keep_their_order_and_rates_read_as_percentages() -> None:
+    # tau-bench records no latency and no retrieval: those estimates are over no unit at all.
+    facts = StoreFacts(path="s.duckdb", turns=864, sessions=128, users=21, spans=2272, segments={"real": 864},
+                       quarantined=0, units={"trace": 864}, last_run="2026-01-01T00:00:00+00:00")
+
+    def row(metric: str, value: float | None, n: int, stratum: str = "all") -> ResultRow:
+        return ResultRow(component="execution", layer="trace", metric=metric, stratum=stratum, value=value,
+                         low=None if value is None else value / 2, high=None if value is None else value * 2, n=n)
+
+    rows = (row("failure_rate", 0.4921, 828), row("failure_rate.no_retrieval", 0.0024, 828),
+            row("failure_rate.retrieval", None, 0), row("failure_rate.thinking", None, 0),
+            row("failure_rate.no_thinking", 0.0024, 828),
+            *(row(f"failure_rate.band[{b}]", v, n) for b, v, n in (("10-120s", 0.1, 40), ("5-10s", 0.2, 30),
+                                                                  ("<5s", 0.3, 20), (">120s", None, 0))))
+    sections = {s.key: s for s in report_sections(ReportData(facts=facts, rows=rows, per_unit={}))}
+    blocks = {b.title: b for b in sections["execution"].blocks}
+    steps = blocks["Failure by chain step (all modes)"]
+    assert steps.table is not None and all("undefined" not in cell for r in steps.table.rows for cell in r)
+    assert [r[0] for r in steps.table.rows] == ["failure_rate.no_retrieval", "failure_rate.no_thinking"]
+    assert steps.note.count("not recorded by this format") == 1
+    assert "retrieval (with the step), thinking (with the step)" in steps.note
+    band = blocks["The fast-failure band (all modes)"]
+    assert band.table is not None and [r[0] for r in band.table.rows] == [
+        "failure_rate.band[<5s]", "failure_rate.band[5-10s]", "failure_rate.band[10-120s]"]
+    assert ">120s" in band.note and band.chart is not None
+    assert band.chart.spec["layer"][0]["encoding"]["y"]["sort"] == ["<5s", "5-10s", "10-120s"]
+    first = blocks["Delivery failure by mode"].table
+    assert first is not None and first.rows[0][2:5] == ("49.2%", "24.6% – 98.4%", "828")

@@ -1,0 +1,112 @@
+"""What every view reads besides the flags: the components that present themselves, the population-level results
+and the store's traffic facts. The terminal summary, `show` and the HTML report all read them here, so none of
+them depends on another view's model.
+"""
+
+from __future__ import annotations
+
+import json
+
+from agent_factory.evaluators.collect.redact import DefaultRedactor, Redactor, redact_text
+from agent_factory.evaluators.core.present import Presentation
+from agent_factory.factory.store import Store
+from agent_factory.factory.store.results import population_results
+from agent_factory.factory.store.runs import last_finished
+from agent_factory.factory.store.units import layer_counts
+from agent_factory.frozen import Frozen
+
+QUOTE_CONTEXT = 80
+"""Characters shown either side of a cited range."""
+
+def presented() -> list[tuple[str, Presentation]]:
+    """Every registered component that presents itself, in the registry's order (the spine, Conduct across it,
+    then the instruments): the views iterate over these and hold no component list of their own."""
+    from agent_factory.evaluators.core.registry import components
+
+    return [(c.name, c.present) for c in components() if c.present is not None]
+
+
+class ResultRow(Frozen):
+    """One population-level result (no unit id) as the analyses stored it."""
+
+    component: str
+    """The component that produced it."""
+    layer: str | None
+    """The layer of its units."""
+    metric: str
+    """The metric name, e.g. `failure_rate` or `C(r).confirm_before_write`."""
+    stratum: str | None
+    """`all`, `mode=deep`, `end=failed`, ...; None when the analysis gave none."""
+    value: float | str | None
+    """The estimate (a number), a label (`held`, `admitted`), or None when undefined."""
+    low: float | None = None
+    """Lower end of its 95% interval."""
+    high: float | None = None
+    """Upper end of its 95% interval."""
+    n: int | None = None
+    """The denominator (units the estimate is over)."""
+    note: str | None = None
+    """What the analysis says about how it was computed, and what it left out."""
+
+
+class StoreFacts(Frozen):
+    """What the store holds besides results: traffic, segments, quarantine, runs."""
+
+    path: str
+    """The store file the report was made from."""
+    turns: int
+    """Real turns."""
+    sessions: int
+    """Real sessions."""
+    users: int
+    """Real users."""
+    spans: int
+    """Spans of real turns."""
+    segments: dict[str, int]
+    """Turns per traffic segment (real included)."""
+    quarantined: int
+    """Records quarantined at ingest."""
+    units: dict[str, int]
+    """Units the last run collected, per layer."""
+    last_run: str | None
+    """When the last run finished (ISO time); None when the store was never run."""
+    outcome_kinds: tuple[str, ...] = ()
+    """The outcome event kinds stored (e.g. `task_reward`)."""
+
+
+def _value(raw: str | None) -> float | str | None:
+    if raw is None:
+        return None
+    v = json.loads(raw)
+    if isinstance(v, bool):
+        return float(v)
+    return v if isinstance(v, int | float | str) or v is None else json.dumps(v, ensure_ascii=False)
+
+
+def read_facts(store: Store) -> StoreFacts:
+    """The store's traffic counts, the units of its last run and the outcome kinds it holds."""
+    counts = store.counts()
+    last = last_finished(store)
+    return StoreFacts(
+        path=str(store.path), turns=counts["turns"], sessions=counts["sessions"], users=counts["users"],
+        spans=counts["spans"], segments={str(k): int(v) for k, v in counts["segments"].items()},
+        quarantined=counts["all"]["quarantined"], units=layer_counts(store),
+        last_run=last.isoformat() if last is not None else None, outcome_kinds=store.outcome_kinds(),
+    )
+
+
+def read_rows(store: Store, redactor: Redactor | None = None) -> tuple[ResultRow, ...]:
+    """Every population-level result, in (component, analysis, metric, layer, stratum) order; strata, notes and
+    text values redacted (by the default redactor when none is given)."""
+    red = redactor if redactor is not None else DefaultRedactor()
+
+    def text(v: str | None) -> str | None:
+        return None if v is None else redact_text(v, red)
+
+    rows = []
+    for c, layer, m, s, v, lo, hi, n, note in population_results(store):
+        value = _value(v)
+        rows.append(ResultRow(component=c, layer=layer, metric=m, stratum=text(s),
+                              value=text(value) if isinstance(value, str) else value, low=lo, high=hi,
+                              n=None if n is None else int(n), note=text(note)))
+    return tuple(rows)
