@@ -8,7 +8,6 @@ the reverse), so a flag means the same in each of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import NamedTuple
 
 from agent_factory.evaluators.core.flags import FlagSpec
@@ -17,7 +16,6 @@ from agent_factory.evaluators.findings import (
     FlagRow,
     Level,
     UnitKey,
-    all_flags,
     associations,
     flag_table,
     read_items,
@@ -30,15 +28,6 @@ from agent_factory.heap import bulk_objects
 
 ASSOCIATION_LEVEL: Level = "conversation"
 """Outcomes (a task's reward, a session's feedback) belong to sessions: flags are compared there."""
-
-
-def suite_flags(store: Store, suite: Path | None, pack: str | None) -> tuple[FlagSpec, ...]:
-    """Every flag of the suite's components over its pack (Conduct's from its clauses). Without `suite` and
-    `pack`: the suite `load_suite` picks for the store (the pack used at ingest)."""
-    from agent_factory.factory.suite.read import load_suite
-
-    chosen = load_suite(suite, pack=pack, store=store, allow_unapproved=True)
-    return all_flags(chosen.pack, chosen.components)
 
 
 class Findings(NamedTuple):

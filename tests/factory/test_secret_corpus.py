@@ -15,10 +15,12 @@ import pytest
 from typer.testing import CliRunner
 
 from agent_factory.evaluators.collect.redact import DefaultRedactor, redact_text
+from agent_factory.evaluators.core.flags import FlagSpec
+from agent_factory.evaluators.findings import all_flags
 from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
+from agent_factory.factory.suite.read import load_suite
 from agent_factory.factory.views.export import neutralise_formulas
-from agent_factory.factory.views.findings import suite_flags
 from agent_factory.factory.views.show.read import read_unit, read_worst
 from agent_factory.factory.views.show.text import render_unit, render_worst
 from agent_factory.factory.views.show.unit import WORST_LEVELS
@@ -26,6 +28,12 @@ from tests.evaluators.secret_corpus import Secret, leaked, load, strings, write_
 from tests.fakes.openai_server import FakeOpenAIServer
 
 SECRETS, _ = load()
+
+
+def suite_flags(st: Store) -> tuple[FlagSpec, ...]:
+    """Every flag of the suite the store's runs use (the pack used at ingest), as `Project.flags` gives them."""
+    chosen = load_suite(None, pack=None, store=st, allow_unapproved=True)
+    return all_flags(chosen.pack, chosen.components)
 
 
 def _cli(*args: str) -> str:
@@ -105,7 +113,7 @@ def test_show_prints_no_planted_value(corpus_store: dict[str, Any]) -> None:
     redactor = DefaultRedactor()
     found: dict[str, list[Secret]] = {}
     with Store(store, read_only=True) as st:
-        specs = suite_flags(st, None, None)
+        specs = suite_flags(st)
         for kind, ids in units.items():
             for uid in ids:
                 shown = read_unit(st, uid, specs, redactor)

@@ -14,16 +14,24 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from agent_factory.evaluators.collect.redact import DefaultRedactor
-from agent_factory.evaluators.findings import FlagRow, bad_flags, flag_counts
+from agent_factory.evaluators.core.flags import FlagSpec
+from agent_factory.evaluators.findings import FlagRow, all_flags, bad_flags, flag_counts
 from agent_factory.factory.cli.app import app
 from agent_factory.factory.store import Store
-from agent_factory.factory.views.findings import read_findings, suite_flags
+from agent_factory.factory.suite.read import load_suite
+from agent_factory.factory.views.findings import read_findings
 from agent_factory.factory.views.show.unit import pointer_parts, rank_units
 
 NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 UNIT_KEYS = {"unit_id", "kind", "conversation_id", "user_id", "span", "turn", "turns", "conversations", "data",
              "results", "flags"}
 WORST_KEYS = {"level", "component", "clause", "flags_counted", "units_total", "units_flagged", "units"}
+
+
+def suite_flags(st: Store) -> tuple[FlagSpec, ...]:
+    """Every flag of the suite the store's runs use (the pack used at ingest), as `Project.flags` gives them."""
+    chosen = load_suite(None, pack=None, store=st, allow_unapproved=True)
+    return all_flags(chosen.pack, chosen.components)
 
 
 def _show(*args: str) -> Result:
@@ -151,7 +159,7 @@ def test_unknown_id_and_bad_options_are_one_line_exit_1(small_store: Path, tmp_p
 def _expected(store: Path, level: str, keep: Any = None) -> list[tuple[str, int]]:
     """The ranking as the contract states it: flags meaning bad, rolled up with Findings.at(level)."""
     with Store(store, read_only=True) as st:
-        specs = suite_flags(st, None, None)
+        specs = suite_flags(st)
         rows: list[FlagRow] = read_findings(st, specs, with_associations=False).at(level)  # type: ignore[arg-type]
     counted = {f for f in bad_flags(specs) if keep is None or keep(f)}
     counts = {u: sum(c.values()) for u, c in flag_counts(rows, counted=counted).items()}

@@ -14,7 +14,8 @@ import pyarrow.json as pj
 import pytest
 
 from agent_factory.adapters.model import Turn
-from agent_factory.evaluators.findings import read_items
+from agent_factory.evaluators.core.flags import FlagSpec
+from agent_factory.evaluators.findings import all_flags, read_items
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.export import layer_tables, write_json_lines
 from agent_factory.factory.store.findings import decode_fact, flag_data, flag_results, unit_keys
@@ -32,8 +33,14 @@ from agent_factory.factory.store.lookup import (
 from agent_factory.factory.store.results import per_unit_counts, per_unit_findings, population_results
 from agent_factory.factory.store.runs import last_finished
 from agent_factory.factory.store.units import layer_counts
-from agent_factory.factory.views.findings import suite_flags
+from agent_factory.factory.suite.read import load_suite
 from agent_factory.factory.views.report.read import read_report
+
+
+def suite_flags(st: Store) -> tuple[FlagSpec, ...]:
+    """Every flag of the suite the store's runs use (the pack used at ingest), as `Project.flags` gives them."""
+    chosen = load_suite(None, pack=None, store=st, allow_unapproved=True)
+    return all_flags(chosen.pack, chosen.components)
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +78,7 @@ def test_turn_and_span_rows_and_fields_are_the_stored_ones(store: Store, turns: 
 
 
 def test_flag_reads_of_one_user_are_the_whole_reads_restricted(store: Store) -> None:
-    specs = suite_flags(store, None, None)
+    specs = suite_flags(store)
     items, metrics = read_items(specs)
     with_fact = {s.item for s in specs if s.source == "datum" and s.fact is not None}
     units = unit_keys(store)
@@ -132,7 +139,7 @@ def test_decode_fact_keeps_numbers_and_strings() -> None:
 
 
 def test_report_reads_the_flags_table_and_associations_only_with_flags(store: Store) -> None:
-    flags = suite_flags(store, None, None)
+    flags = suite_flags(store)
     with_flags, without = read_report(store, flags=flags), read_report(store)
     assert with_flags.layer_table and with_flags.associations is not None
     assert without.layer_table is None and without.associations is None
