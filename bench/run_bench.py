@@ -34,6 +34,8 @@ tree = TreeMemory()
 from pathlib import Path
 from agent_factory.evaluators.collect import ModelConfig
 from agent_factory.factory.project import open_project
+# Imported before the clock (the project imports lazily): the figure is the run's, not its imports'.
+import agent_factory.factory.pipeline.engine  # noqa: F401
 store, cache, full, src = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "full", Path(sys.argv[4])
 workers = int(sys.argv[5]) if sys.argv[5] != "auto" else None
 with open_project(store=store, pack="business_analysis", config=ModelConfig(), cache=cache) as project:
