@@ -2,7 +2,7 @@
 then the flags' associations with the outcomes the traces carry, then where to look next.
 
 `build_summary` is pure (rows in, `Summary` out) and `render` turns it into lines of at most `WIDTH` columns;
-`read_summary` is the part that reads a store. `run` prints it after its one-line report and
+`Project.summary` reads a store into it. `run` prints it after its one-line report and
 `agent-factory summary` prints it for a store already run; `--verbose` on `run` gives every table instead.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
-from pathlib import Path
 
 from agent_factory.evaluators.core import present
 from agent_factory.evaluators.core.flags import FlagSpec
@@ -196,19 +195,3 @@ def render(summary: Summary) -> list[str]:
         out.extend(command_lines(cmd))
     out.append("  (`run --verbose` prints every table; `--json` gives everything)")
     return out
-
-
-def read_summary(path: Path, *, flags: Sequence[FlagSpec] = (), store_flag: str = "") -> Summary:
-    """Read a store's results (and, when it holds outcome events and `flags` are given, their associations)."""
-    from agent_factory.errors import AgentFactoryError
-    from agent_factory.factory.store import Store
-    from agent_factory.factory.views.findings import read_findings
-    from agent_factory.factory.views.results import read_facts, read_rows
-
-    if not path.exists():
-        raise AgentFactoryError(f"{path}: no store here yet; run `agent-factory ingest PATH` and `run` first")
-    with Store(path, read_only=True) as store:
-        facts = read_facts(store)
-        rows = read_rows(store)
-        assoc = read_findings(store, flags).associations if flags and facts.outcome_kinds else ()
-    return build_summary(facts, rows, flags=flags, associations=assoc, store_flag=store_flag)
