@@ -50,7 +50,7 @@ ANSWER_SOURCE, ANSWER_SPAN = "answer_source", "answer_span_id"
 LLM_INPUT, LLM_OUTPUT = "llm_input", "llm_output"
 """Values of `request_source` / `answer_source`: the first model call's input, the last model call's output."""
 
-_DELIVERY_VALUES: set[str] = {"delivered", "failed_empty", "failed_error", "failed_truncated", "unknown"}
+_DELIVERY_VALUES: set[str] = {"delivered", "failed_empty", "failed_error", "failed_truncated", "cut_off", "unknown"}
 
 
 def split_trace(spans: Sequence[Span], *, source: str) -> tuple[list[Span], list[Quarantine], list[Span]]:

@@ -17,11 +17,13 @@ from typing import Any
 from agent_factory.adapters.base import AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
 from agent_factory.adapters.chat_messages import ROLES, convert_messages
-from agent_factory.adapters.model import Conversation, OutcomeEvent
+from agent_factory.adapters.model import Conversation, OutcomeEvent, Turn
 from agent_factory.adapters.source import Source
 from agent_factory.digest import digest
 
 _RECORD_KEYS = ("messages", "traj", "steps")
+TAU_STOP = "###STOP###"
+"""What tau-bench's simulated user writes to end an episode (the harness's own stop signal)."""
 
 
 def is_message(value: Any) -> bool:
@@ -134,6 +136,7 @@ def _tau_conversation(value: Any) -> Conversation:
     task_id, trial = value["task_id"], value["trial"]
     cid = f"tau-{task_id}-{trial}"
     converted = convert_messages(traj, conversation_id=cid, user_id=user, path="traj")
+    turns = _tau_stop(converted.turns, traj)
     attrs = dict(converted.attributes)
     # The customer id is the task's simulated customer, shared by every trial of the task: it names no person,
     # so no session of this "user" follows another (`user_identity`, read by cross-session metrics).
@@ -148,7 +151,27 @@ def _tau_conversation(value: Any) -> Conversation:
             id=f"{cid}/task_reward", kind="task_reward", user_id=user, conversation_id=cid, value=float(reward),
             attributes={"task_id": task_id, "trial": trial, "termination": termination},
         ),)
-    return Conversation(id=cid, user_id=user, turns=converted.turns, events=events, attributes=attrs)
+    return Conversation(id=cid, user_id=user, turns=turns, events=events, attributes=attrs)
+
+
+def _tau_stop(turns: tuple[Turn, ...], traj: list[Any]) -> tuple[Turn, ...]:
+    """The last turn as `cut_off` when the episode ended neither on the user's stop nor on an answer.
+
+    A tau-bench record is a whole episode: the harness ends it when the user writes its stop token or a tool
+    ends it (a hand-off), or when the agent runs out of steps. So an episode whose last message is a tool
+    result, or a user message without the stop token, was stopped by the step limit before the agent answered:
+    neither an empty answer nor a request the log cannot judge. A hand-off tool's result is told apart later
+    by the pack (`evaluators.provenance.endings`), which turns it into `handed_off`."""
+    if not turns or not traj or not isinstance(traj[-1], dict):
+        return turns
+    last, message = turns[-1], traj[-1]
+    role, content = message.get("role"), message.get("content")
+    stopped = (role == "tool" and last.delivery == "failed_empty") or (
+        role == "user" and last.delivery == "unknown" and last.request is not None
+        and not (isinstance(content, str) and TAU_STOP in content))
+    if not stopped:
+        return turns
+    return (*turns[:-1], last.model_copy(update={"delivery": "cut_off"}))
 
 
 class TauBenchAdapter:

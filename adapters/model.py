@@ -20,14 +20,16 @@ SpanKind = Literal["llm", "tool", "retrieval", "reasoning", "agent", "embedding"
 SpanStatus = Literal["ok", "error", "unset"]
 
 DeliveryState = Literal[
-    "delivered", "failed_empty", "failed_error", "failed_truncated", "handed_off", "closing", "unknown"
+    "delivered", "failed_empty", "failed_error", "failed_truncated", "cut_off", "handed_off", "closing", "unknown"
 ]
 """Whether the turn's answer reached the user: delivered, or how it failed; `handed_off` when the agent handed the
 conversation to a person (neither delivered nor failed); `closing` for the user's last message that expects no
 reply (a goodbye, a simulator's stop token), which ends the session and is no turn with a missing answer;
-`unknown` if the source cannot tell."""
+`cut_off` when the run was stopped (its step or turn limit) before the agent answered the turn, as a source that
+records whole runs shows it (tau-bench: the episode ends on a tool result or on a user message without the stop
+token); `unknown` if the source cannot tell."""
 
-FAILED_STATES: frozenset[str] = frozenset({"failed_empty", "failed_error", "failed_truncated"})
+FAILED_STATES: frozenset[str] = frozenset({"failed_empty", "failed_error", "failed_truncated", "cut_off"})
 """Delivery states that are failures: the answer did not reach the user."""
 
 COMPLETE_WITHOUT = "coverage.complete_without"
@@ -99,8 +101,19 @@ class Span(Frozen):
     """Remaining source attributes, JSON-compatible, for rules that need them."""
 
 
+ANNOTATION_KINDS: frozenset[str] = frozenset({"mistake_agent", "mistake_step", "mistake_reason", "label", "labels"})
+"""Event kinds that are annotations, not outcomes: a label someone put on a run (the agent or step that failed it,
+why). They are stored with the run, but joined to no flag: a step index is no measure of how the task went."""
+TASK_END_KINDS: frozenset[str] = frozenset({"task_reward", "task_success"})
+"""Outcome kinds that grade a finished task: a session carrying one has ended (it is not censored)."""
+TASK_FINISHED = "task_finished"
+"""Conversation attribute an adapter sets to True when its source says the task ran to its end (a benchmark record
+that was graded): the session has ended, whatever its outcome."""
+
+
 class OutcomeEvent(Frozen):
-    """Something observed about a user or session after the fact: a reward, feedback, a return."""
+    """Something observed about a user or session after the fact: a reward, feedback, a return; or, for the kinds
+    of `ANNOTATION_KINDS`, a label (see `is_outcome`)."""
 
     id: str
     """Stable event id."""
@@ -116,6 +129,12 @@ class OutcomeEvent(Frozen):
     """The observed value (e.g. reward 0.0 / 1.0)."""
     attributes: dict[str, Any] = Field(default_factory=dict)
     """Extra fields of the source (task id, trial, ...)."""
+
+    @property
+    def is_outcome(self) -> bool:
+        """Whether the event is an outcome (a reward, feedback, task success) that flags may be compared with;
+        False for an annotation (`ANNOTATION_KINDS`), which is kept but compared with nothing."""
+        return self.kind not in ANNOTATION_KINDS
 
 
 class Turn(Frozen):

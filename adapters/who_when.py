@@ -12,8 +12,11 @@ The agent of a message is its `name` (AG2's group chats, where `role` is only us
 `role`, which hand-crafted Magentic-One logs write as `Agent (channel)`: `Orchestrator (thought)`,
 `Orchestrator (-> WebSurfer)`. A `human` message is the user's: the question is the turn's request. Each agent
 message becomes a span of the run's one turn, named after the agent and keeping its `message_index` (the
-benchmark's step). The labels become outcome events of the conversation: `mistake_agent`, `mistake_step`
-(with the span of that step) and `mistake_reason`. No user id: these are benchmark runs, no person's.
+benchmark's step). The labels become annotation events of the conversation (`ANNOTATION_KINDS`: stored,
+compared with no flag): `mistake_agent`, `mistake_step` (with the span of that step) and
+`mistake_reason`. A record graded by the benchmark (`is_correct` / `is_corrected`) is a finished task: the
+conversation says so (`TASK_FINISHED`), so its session is not read as still open. No user id: these are
+benchmark runs, no person's.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 from agent_factory.adapters.assemble import REQUEST_SOURCE
 from agent_factory.adapters.base import HEAD_BYTES, AdapterItem
 from agent_factory.adapters.chat_io import RecordProblem, first_record, json_safe, json_type, read_conversations
-from agent_factory.adapters.model import Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
+from agent_factory.adapters.model import TASK_FINISHED, Conversation, DeliveryState, OutcomeEvent, Span, SpanKind, Turn
 from agent_factory.adapters.source import Source
 from agent_factory.digest import digest
 
@@ -38,7 +41,9 @@ TERMINATION_TOKENS = ("TERMINATE",)
 EXECUTOR_WORDS = ("terminal", "executor")
 """Words of an agent name that mark a code executor: its messages are tool output (`tool` spans)."""
 LABEL_KEYS = ("mistake_agent", "mistake_step", "mistake_reason")
-"""The failure labels, each kept as an outcome event of the same kind."""
+"""The failure labels, each kept as an annotation event of the same kind (all in `ANNOTATION_KINDS`)."""
+GRADED_KEYS = ("is_correct", "is_corrected")
+"""Keys holding the benchmark's verdict on the run: a record with one ran to its end and was graded."""
 SIGNATURE_KEYS = frozenset({"question", "question_ID", "ground_truth", *LABEL_KEYS})
 """Top-level keys by which sniffing recognises a record next to its `history`."""
 OTHER_FORMAT_KEYS = frozenset({"messages", "traj", "steps", "spans", "resourceSpans"})
@@ -212,6 +217,8 @@ def who_when_conversation(value: Any) -> Conversation:
     for key in ("question_ID", "ground_truth", "level", "is_correct", "is_corrected", "labels", "mistake_type"):
         if value.get(key) is not None:
             attrs[key] = json_safe(value[key])
+    if any(isinstance(value.get(k), bool) for k in GRADED_KEYS):
+        attrs[TASK_FINISHED] = True
     attrs.update(_prompts(value.get("system_prompt")))
     ignored = sorted(k for k in value if k not in _KNOWN_KEYS)
     if ignored:

@@ -7,6 +7,8 @@ per-unit result (`source="result"`, `item` is the metric). Its value on a unit i
 fact), and None otherwise: an uncollected datum, or no row at all, is never a pass. A `gate` datum (Conduct's
 trigger) decides first: `gate_clear` values give 0 whatever the item says, any value other than `yes` or those
 gives None.
+A 0 read from a `not_applicable` item (`vacuous`) is no judgment: when none of a component's flags on a unit was
+raised or judged, its vacuous zeros read None (a component with nothing collected is undecided, never 0).
 
 Declaring flags changes no data definition: they are read off the stored rows, so no digest moves.
 """
@@ -80,6 +82,13 @@ class FlagSpec(Frozen):
                 return 1
             return 0
         return 0 if value in self.clear else None
+
+    def vacuous(self, value: str | None) -> bool:
+        """Whether a 0 from this datum value says only that the item had nothing to judge on the unit
+        (`not_applicable`: a checklist item of an answer never delivered), not that it was judged and found fine:
+        such zeros alone do not make a component decided on a unit (`evaluators.findings.flag_table`). A gate's
+        clear value is a judgment of its own (the trigger was checked and did not arise), so it is not vacuous."""
+        return self.source == "datum" and self.gate is None and value == "not_applicable"
 
 
 __all__ = ["FlagSource", "FlagSpec", "Meaning"]

@@ -4,7 +4,9 @@ Pure: the caller (factory.views.findings) reads the rows from the store. A flag'
 (`FlagSpec.value_of`); a unit of the flag's layer without its row gets None, never 0. Rolling up to a
 coarser level takes every unit below it (a conversation's turns and their spans, a user's sessions and
 turns): 1 when any unit raised the flag, 0 when every unit was checked and none did, None otherwise (an
-undecided unit could have raised it).
+undecided unit could have raised it). A component with nothing collected on a unit is undecided there: when none
+of its flags was raised or judged (each undecided, or 0 only because its item was `not_applicable`: nothing to
+judge), those zeros read None too (`FlagSpec.vacuous`), so counts and the layer table say undecided, never 0.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ def flag_table(specs: Sequence[FlagSpec], units: Sequence[UnitKey], data: Iterab
     for u in units:
         per_layer[u.layer].append(u)
     out: list[FlagRow] = []
+    vacuous: set[int] = set()  # indices into `out` of zeros read from a `not_applicable` item
     for s in specs:
         if s.source == "datum":
             rows = by_item.get(s.item, {})
@@ -101,14 +104,26 @@ def flag_table(specs: Sequence[FlagSpec], units: Sequence[UnitKey], data: Iterab
             for u in per_layer.get(s.layer, ()):
                 value, fact = rows.get(u.unit_id, (None, None))
                 gate = gates.get(u.unit_id, (None, None))[0] if s.gate is not None else None
-                out.append(FlagRow(u.unit_id, u.layer, u.conversation_id, u.user_id, s.component, s.id,
-                                   s.value_of(value, fact, gate=gate)))
+                flag = s.value_of(value, fact, gate=gate)
+                if flag == 0 and s.vacuous(value):
+                    vacuous.add(len(out))
+                out.append(FlagRow(u.unit_id, u.layer, u.conversation_id, u.user_id, s.component, s.id, flag))
         else:
             labels = by_metric.get((s.component, s.item), {})
             for u in per_layer.get(s.layer, ()):
                 out.append(FlagRow(u.unit_id, u.layer, u.conversation_id, u.user_id, s.component, s.id,
                                    s.value_of(labels.get(u.unit_id))))
-    return out
+    return _undecided_components(out, vacuous)
+
+
+def _undecided_components(rows: list[FlagRow], vacuous: Collection[int]) -> list[FlagRow]:
+    """A component none of whose flags on a unit was raised or judged (each undecided, or 0 only because its
+    item did not apply) has nothing collected there: its vacuous zeros become None, so the unit reads undecided
+    for that component, never 0 (a substance checklist no model scored, or an answer never delivered)."""
+    judged = {(r.unit_id, r.component) for i, r in enumerate(rows) if r.value is not None and i not in vacuous}
+    open_ = {(r.unit_id, r.component) for r in rows} - judged
+    return [r._replace(value=None) if i in vacuous and (r.unit_id, r.component) in open_ else r
+            for i, r in enumerate(rows)]
 
 
 def level_units(units: Sequence[UnitKey], level: Level) -> list[UnitKey]:

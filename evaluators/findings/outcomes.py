@@ -7,7 +7,9 @@ user takes the mean over its conversations' values and the events tied to it alo
 
 For each flag and outcome: the outcome's mean on the units with the flag raised and on those checked without
 it, their difference, and a user-clustered 95% interval (`stats.cluster_mean_difference`; the cluster is the
-unit's user: tau-bench's trials of one task share their customer). Undecided units (None) are left out.
+unit's user: tau-bench's trials of one task share their customer). Undecided units (None) are left out. The
+interval holds for small groups and groups without variation (Newcombe's score interval for an outcome in
+[0, 1]); below `MIN_GROUP_N` units on a side none is given, with the note "n too small".
 """
 
 from __future__ import annotations
@@ -22,9 +24,16 @@ from agent_factory.evaluators.findings.flags import FlagRow, Level, UnitKey, lev
 from agent_factory.evaluators.stats.association import cluster_mean_difference
 from agent_factory.frozen import Frozen
 
-VERSION = "1"
+VERSION = "2"
 MIN_SIDE = 1
 """Units each side needs for an association to be computed at all (the interval says how little 1 is)."""
+MIN_GROUP_N = 4
+"""Units each side needs for an interval: the smallest n at which a side's own rate can be told from a coin
+flip. Below it the 95% Wilson interval of even 0 of n or n of n still holds 0.5 (its far end is
+z^2 / (n + z^2): 0.56 at n = 3, 0.49 at n = 4), so the side says nothing of its rate and a difference built on
+it nothing the reader can use."""
+TOO_SMALL = f"n too small: fewer than {MIN_GROUP_N} units on a side, no interval"
+"""The note of an association whose interval is withheld for `MIN_GROUP_N`."""
 
 
 def numeric(value: float | str | bool | None) -> float | None:
@@ -105,7 +114,7 @@ class Association(Frozen):
     diff: float | None
     """mean_with - mean_without."""
     low: float | None
-    """Lower end of the user-clustered 95% interval of `diff`."""
+    """Lower end of the 95% interval of `diff` (user-clustered; None below `MIN_GROUP_N` units on a side)."""
     high: float | None
     """Upper end of that interval."""
     n_with: int
@@ -141,11 +150,14 @@ def associations(specs: Sequence[FlagSpec], rows: Sequence[FlagRow], outcomes: M
                 [values[r.unit_id] for r in decided], [r.value == 1 for r in decided],
                 [r.user_id if r.user_id is not None else r.unit_id for r in decided], confidence=confidence)
             overall = [values[u] for u in {r.unit_id for r in flag_rows} if u in values]
+            low, high, note = md.low, md.high, md.note
+            if min(md.n_with, md.n_without) < MIN_GROUP_N:
+                low, high, note = None, None, TOO_SMALL
             spec = spec_of[s.id]
             out.append(Association(
                 flag=spec.id, component=spec.component, label=spec.label, meaning=spec.meaning, outcome=kind,
                 level=level, mean_with=md.mean_with, mean_without=md.mean_without,
-                overall=sum(overall) / len(overall) if overall else None, diff=md.diff, low=md.low, high=md.high,
+                overall=sum(overall) / len(overall) if overall else None, diff=md.diff, low=low, high=high,
                 n_with=md.n_with, n_without=md.n_without, n_clusters=md.n_clusters, undecided=undecided,
-                note=md.note))
+                note=note))
     return out

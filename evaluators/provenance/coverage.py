@@ -52,9 +52,9 @@ marker at the end or inside the text, a `length` finish reason, or the turn's de
 Waiver = Literal["adapter", "delivery"]
 """Why a missing field is no gap: the adapter declared the unit complete without it, or the turn's delivery
 state expects no answer."""
-NO_ANSWER_EXPECTED = frozenset({"handed_off", "closing", "failed_error", "failed_empty"})
+NO_ANSWER_EXPECTED = frozenset({"handed_off", "closing", "failed_error", "failed_empty", "cut_off"})
 """Delivery states after which no answer text is to be seen: a hand-off to a person, the user's goodbye, and a
-failure whose answer never came (the error or the empty reply is the evidence)."""
+failure whose answer never came (the error, the empty reply or the run's stop is the evidence)."""
 DELIVERED_CUTS = frozenset({"finish_length", "delivery_truncated"})
 """Truncation reasons that describe the answer as delivered (cut by the model or in delivery), not the record:
 the field is flagged `truncated` but complete."""

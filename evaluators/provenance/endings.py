@@ -66,8 +66,9 @@ def classify(turn: Turn, pack: KnowledgePack, *, last: bool | None) -> Turn:
     that arrives as its own trace). A closing message is only recognised on a turn that got no answer
     (delivery `unknown`), and never on one known not to be last.
     """
-    if turn.delivery in FAILED_STATES - {"failed_empty"}:
-        return turn  # an error or a cut-off answer stays a failure, hand-off or not
+    if turn.delivery in FAILED_STATES - {"failed_empty", "cut_off"}:
+        return turn  # an error or a cut-off answer stays a failure, hand-off or not (a run that stopped on a
+        # tool result may have stopped on the hand-off tool: that is a hand-off, read below)
     span = handoff_span(turn, pack)
     if span is not None:
         attrs = {**turn.attributes, "handoff_span_id": span.id, "handoff_name": span.name}

@@ -90,7 +90,7 @@ def proportion_ci(
     return Estimate(value=successes / n, low=low, high=high, n=n, method=method, confidence=confidence)
 
 
-def wilson_interval(successes: int, n: int, *, confidence: float) -> tuple[float, float]:
+def wilson_interval(successes: float, n: int, *, confidence: float) -> tuple[float, float]:
     """The two-sided Wilson score interval (Newcombe 1998, no continuity correction), as scipy's
     `binomtest(...).proportion_ci(method="wilson")` computes it, operation for operation, so the bounds are the
     same floats (the tests check it over a grid of counts), without importing scipy.stats."""
@@ -100,6 +100,27 @@ def wilson_interval(successes: int, n: int, *, confidence: float) -> tuple[float
     center = (2 * n * p + z**2) / denom
     delta = z / denom * math.sqrt(4 * n * p * (1 - p) + z**2)
     return (0.0 if successes == 0 else center - delta), (1.0 if successes == n else center + delta)
+
+
+def newcombe_interval(x1: float, n1: int, x2: float, n2: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of p1 - p2 (Newcombe 1998, method 10; statsmodels'
+    `confint_proportions_2indep(method="newcomb")`) from the two Wilson intervals (l_i, u_i):
+    low = d - sqrt((p1 - l1)^2 + (u2 - p2)^2), high = d + sqrt((u1 - p1)^2 + (p2 - l2)^2).
+
+    Unlike a Wald interval it does not shrink to a point when a group has no variation (0 of n or n of n):
+    the Wilson bound of that group stays away from its rate by about z^2 / (n + z^2). The counts may be sums
+    of values in [0, 1] (a mean reward), for which the binomial variance p (1 - p) is an upper bound.
+    Both groups need at least one trial; trials are treated as independent."""
+    check_confidence(confidence)
+    if n1 <= 0 or n2 <= 0:
+        raise ValueError(f"newcombe_interval needs trials in both groups, got n1={n1}, n2={n2}")
+    if not (0.0 <= x1 <= n1 and 0.0 <= x2 <= n2):
+        raise ValueError(f"need 0 <= x <= n in both groups, got x1={x1}, n1={n1}, x2={x2}, n2={n2}")
+    p1, p2 = x1 / n1, x2 / n2
+    l1, u1 = wilson_interval(x1, n1, confidence=confidence)
+    l2, u2 = wilson_interval(x2, n2, confidence=confidence)
+    d = p1 - p2
+    return d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
 
 
 def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> ProportionTest:

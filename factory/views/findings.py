@@ -61,8 +61,9 @@ def read_flag_rows(store: Store, specs: Sequence[FlagSpec], *,
 
 def read_associations(store: Store, specs: Sequence[FlagSpec], units: Sequence[UnitKey],
                       rows: Sequence[FlagRow]) -> tuple[Association, ...]:
-    """Each flag against each outcome kind the traces carry, at the conversation level."""
-    events = store.events()
+    """Each flag against each outcome kind the traces carry, at the conversation level: outcomes only, never an
+    annotation (`OutcomeEvent.is_outcome`: a mistake step is a label, not how the task went)."""
+    events = [e for e in store.events() if e.is_outcome]
     if not events:
         return ()
     outcomes = unit_outcomes(events, units, level=ASSOCIATION_LEVEL)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from agent_factory.adapters.model import ANNOTATION_KINDS
 from agent_factory.evaluators.collect.redact import DefaultRedactor, Redactor, redact_text
 from agent_factory.evaluators.core.present import Presentation
 from agent_factory.factory.store import Store
@@ -71,7 +72,7 @@ class StoreFacts(Frozen):
     last_run: str | None
     """When the last run finished (ISO time); None when the store was never run."""
     outcome_kinds: tuple[str, ...] = ()
-    """The outcome event kinds stored (e.g. `task_reward`)."""
+    """The outcome event kinds stored (e.g. `task_reward`); annotations (`ANNOTATION_KINDS`) are no outcome."""
 
 
 def _value(raw: str | None) -> float | str | None:
@@ -91,7 +92,8 @@ def read_facts(store: Store) -> StoreFacts:
         path=str(store.path), turns=counts["turns"], sessions=counts["sessions"], users=counts["users"],
         spans=counts["spans"], segments={str(k): int(v) for k, v in counts["segments"].items()},
         quarantined=counts["all"]["quarantined"], units=layer_counts(store),
-        last_run=last.isoformat() if last is not None else None, outcome_kinds=store.outcome_kinds(),
+        last_run=last.isoformat() if last is not None else None,
+        outcome_kinds=tuple(k for k in store.outcome_kinds() if k not in ANNOTATION_KINDS),
     )
 
 

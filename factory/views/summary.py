@@ -103,7 +103,8 @@ def _association_lines(assoc: Sequence[Association]) -> list[Line]:
 
     out = []
     for a in sorted((a for a in assoc if a.diff is not None), key=rank):
-        ci = f"[{a.low:+.2f}, {a.high:+.2f}]" if a.low is not None and a.high is not None else "(no interval)"
+        ci = (f"[{a.low:+.2f}, {a.high:+.2f}]" if a.low is not None and a.high is not None
+              else f"({(a.note or 'no interval').split(':')[0]})")
         out.append(Line(component="outcomes", text=_cut(
             f"{a.diff:+.2f} {ci:<14} {a.mean_with:.2f} (n={a.n_with:,}) vs {a.mean_without:.2f} (n={a.n_without:,}) "
             f"{a.outcome}: {a.label}", WIDTH - 4), value=a.diff, low=a.low, high=a.high, n=a.n_with + a.n_without))
@@ -186,7 +187,7 @@ def render(summary: Summary) -> list[str]:
         out.append(f"{name.capitalize()}")
         out.extend(_cut(f"  {line.text}", WIDTH) for line in lines)
     if summary.outcomes:
-        out.append("Outcomes: difference [user-clustered 95% CI], mean with the flag vs without, per conversation")
+        out.append("Outcomes: difference [95% CI], mean with the flag vs without, per conversation")
         out.extend(_cut(f"  {line.text}", WIDTH) for line in summary.outcomes[:ASSOCIATIONS_SHOWN])
         if len(summary.outcomes) > ASSOCIATIONS_SHOWN:
             out.append(f"  {len(summary.outcomes) - ASSOCIATIONS_SHOWN} more in `agent-factory report` and --json")

@@ -16,6 +16,8 @@ from agent_factory.adapters.chat_io import SeenIds, detect_layout, dotted, first
 from agent_factory.adapters.chat_messages import content_text, looks_like_error
 from agent_factory.adapters.model import Conversation
 from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
+from agent_factory.evaluators.provenance.endings import classify
+from agent_factory.knowledge_packs import load_pack
 from tests.conftest import FIXTURES, shared_data
 
 CHAT = FIXTURES / "chat"
@@ -243,9 +245,47 @@ def test_tau_fixture_rewards_terminations_and_bad_records() -> None:
     # reward_info null does not drop the reward; a transfer call ending the episode leaves no answer text.
     assert handed_off.events[0].value == 0.0 and handed_off.attributes["reward_info_present"] is False
     assert handed_off.attributes["termination"] == "transfer_to_human_agents"
-    assert handed_off.turns[0].delivery == "failed_empty"
+    # The episode ended on a tool result: the adapter reads a stop before any answer (cut_off); the pack then
+    # reads the transfer tool as a hand-off (test_a_step_limit_stop_is_cut_off_not_an_empty_answer).
+    assert handed_off.turns[0].delivery == "cut_off"
     assert unrewarded.events == () and unrewarded.attributes["reward_missing"] is True
     assert unrewarded.attributes["reward"] is None
+
+
+def test_a_step_limit_stop_is_cut_off_not_an_empty_answer(tmp_path: Path) -> None:
+    # tau-bench ends an episode on the user's stop token, on a hand-off tool, or at the agent's step limit;
+    # an episode ending on any other tool result, or on a user message without the stop token, was cut off.
+    def record(task: int, *tail: dict[str, object]) -> dict[str, object]:
+        head = [{"role": "system", "content": "policy"}, {"role": "user", "content": "Change my flight."}]
+        return {"task_id": task, "trial": 0, "reward": 0.0, "info": {"source": "user"}, "traj": head + list(tail)}
+
+    call = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_reservation_details", "arguments": "{}"}}]}
+    transfer = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "transfer_to_human_agents", "arguments": "{}"}}]}
+    reply = {"role": "assistant", "content": "Which reservation?"}
+    path = tmp_path / "tau.json"
+    path.write_text(json.dumps([
+        record(1, call, {"role": "tool", "tool_call_id": "c1", "name": "get_reservation_details", "content": "{}"}),
+        record(2, reply, {"role": "user", "content": "ABC123, please hurry."}),
+        record(3, reply, {"role": "user", "content": "Thanks! ###STOP###"}),
+        record(4, transfer, {"role": "tool", "tool_call_id": "c2", "name": "transfer_to_human_agents",
+                             "content": "Transfer successful"}),
+        record(5, {"role": "assistant", "content": ""}, {"role": "user", "content": "Hello?"},
+               {"role": "assistant", "content": "Done."}),
+    ]))
+    convs, bad = _split(list(TauBenchAdapter().read(path)))
+    assert bad == []
+    last = {c.id: c.turns[-1].delivery for c in convs}
+    assert last == {"tau-1-0": "cut_off", "tau-2-0": "cut_off", "tau-3-0": "unknown", "tau-4-0": "cut_off",
+                    "tau-5-0": "delivered"}
+    # Only the episode's last turn can be cut off: an empty reply the user answered stays an empty answer.
+    assert convs[4].turns[0].delivery == "failed_empty"
+    # The pack reads the stop token as a closing message and the transfer tool as a hand-off.
+    pack = load_pack("airline")
+    assert classify(convs[2].turns[-1], pack, last=True).delivery == "closing"
+    assert classify(convs[3].turns[-1], pack, last=True).delivery == "handed_off"
+    assert classify(convs[0].turns[-1], pack, last=True).delivery == "cut_off"
 
 
 # ---- sniffing and layout -----------------------------------------------------------------------------------

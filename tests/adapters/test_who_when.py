@@ -1,5 +1,6 @@
-"""The Who&When adapter: both log styles, the failure labels as outcome events, sniffing that neither steals
-nor is stolen, bad records quarantined with their field; and the real benchmark when present."""
+"""The Who&When adapter: both log styles, the failure labels as annotation events, a graded record as a finished
+task, sniffing that neither steals nor is stolen, bad records quarantined with their field; and the real benchmark
+when present."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from agent_factory.adapters.base import HEAD_BYTES, Quarantine, detect, read_head
 from agent_factory.adapters.chat import OpenAIChatAdapter, TauBenchAdapter
-from agent_factory.adapters.model import Conversation
+from agent_factory.adapters.model import TASK_FINISHED, Conversation
 from agent_factory.adapters.steplog import RunContractAdapter, StepLogAdapter
 from agent_factory.adapters.who_when import WhoWhenAdapter
 from tests.conftest import FIXTURES, shared_data
@@ -88,6 +89,23 @@ def test_failure_labels_are_outcome_events_tied_to_the_step(tmp_path: Path) -> N
     assert events["mistake_step"].value == 0.0
     assert events["mistake_step"].attributes["span_id"] == step_span.id
     assert events["mistake_reason"].value == "Ignored odd address formats."
+
+
+def test_failure_labels_are_annotations_not_outcomes(tmp_path: Path) -> None:
+    # A step index, an agent's name and a reason label the run; none says how the task went.
+    conv = read_one(write(tmp_path, "1.json", ALGORITHM))
+    assert {e.kind: e.is_outcome for e in conv.events} == {
+        "mistake_agent": False, "mistake_step": False, "mistake_reason": False}
+
+
+@pytest.mark.parametrize(("record", "finished"), [
+    (ALGORITHM, True),                                                          # is_correct: graded
+    (HAND, True),                                                               # is_corrected: graded
+    ({k: v for k, v in ALGORITHM.items() if k != "is_correct"}, False),        # no verdict: nothing says so
+])
+def test_a_graded_record_is_a_finished_task(tmp_path: Path, record: dict[str, Any], finished: bool) -> None:
+    conv = read_one(write(tmp_path, "r.json", record))
+    assert conv.attributes.get(TASK_FINISHED, False) is finished
 
 
 def test_hand_crafted_log_reads_agent_and_channel_from_the_role(tmp_path: Path) -> None:

@@ -129,6 +129,18 @@ def test_error_without_an_erroring_span_cites_the_answer() -> None:
     assert a.value == "no" and a.evidence == (EvidencePointer(unit_id="t1", field="answer", start=0, end=0),)
 
 
+def test_a_run_stopped_before_any_answer_is_cut_off_citing_where_it_stopped() -> None:
+    # A step-limit stop is its own failure kind, not an empty answer: the evidence is the last step's output, or
+    # without steps the request nobody answered.
+    tool = span("lookup", "tool", output='{"reservation": "ABC123"}')
+    a = ask(DELIVERED, turn(delivery="cut_off", answer=None, spans=(ROOT, LLM, tool)))
+    assert (a.value, a.fact) == ("no", "cut_off")
+    assert a.evidence == (EvidencePointer(unit_id="lookup", field="output", start=0, end=25),)
+    assert "stopped before the agent answered" in (a.reason or "")
+    bare = ask(DELIVERED, turn(delivery="cut_off", answer=None, spans=()))
+    assert bare.evidence == (EvidencePointer(unit_id="t1", field="request", start=0, end=21),)
+
+
 def test_unknown_delivery_is_uncollected_not_a_pass() -> None:
     a = ask(DELIVERED, turn(delivery="unknown", answer=None))
     assert a.value == "uncollected" and a.reason

@@ -7,6 +7,7 @@ import pytest
 from agent_factory.adapters.model import OutcomeEvent
 from agent_factory.evaluators.components.conduct import flags_for
 from agent_factory.evaluators.components.execution import FLAGS as EXECUTION_FLAGS
+from agent_factory.evaluators.components.substance import FLAGS as SUBSTANCE_FLAGS
 from agent_factory.evaluators.components.trajectory import FLAGS as TRAJECTORY_FLAGS
 from agent_factory.evaluators.core import FlagSpec, get_component
 from agent_factory.evaluators.findings import (
@@ -146,3 +147,29 @@ def test_a_flag_spec_refuses_contradictions() -> None:
     with pytest.raises(ValueError, match="gate"):
         FlagSpec(id="x.y", component="x", layer="trace", label="y", item="m", source="result", raised=("a",),
                  gate="x.t")
+
+
+def test_a_component_with_nothing_collected_on_a_unit_is_undecided_never_0() -> None:
+    # Rules only: the substance checklist is model-tier (uncollected) and the items that do not apply are
+    # `not_applicable`. A zero read from a `not_applicable` item is no judgment, so a unit where none of the
+    # component's flags was raised or judged reads None for every one of them (counts and tables say undecided).
+    by_item = {f.item: f for f in SUBSTANCE_FLAGS}
+    units = [UnitKey("c/t0", "trace", "c", "u"), UnitKey("c/t1", "trace", "c", "u"), UnitKey("c/t2", "trace", "c", "u"),
+             UnitKey("c", "conversation", "c", "u")]
+    data = [DatumRow("c/t0", item, "not_applicable" if item.endswith("covers_parts") else "uncollected")
+            for item in by_item]  # delivered, nothing scored
+    data += [DatumRow("c/t1", item, "not_applicable") for item in by_item]  # never delivered: nothing applies
+    data += [DatumRow("c/t2", item, "yes" if item.endswith("answers_task") else "not_applicable")
+             for item in by_item]  # one item judged: the component is decided on this turn
+    rows = flag_table(SUBSTANCE_FLAGS, units, data, [])
+    assert {r.value for r in rows if r.unit_id in ("c/t0", "c/t1")} == {None}
+    assert {r.value for r in rows if r.unit_id == "c/t2"} == {0}
+    conv = roll_up(rows, units, level="conversation")
+    assert {r.value for r in conv} == {None}
+    assert flag_counts(conv, counted=bad_flags(SUBSTANCE_FLAGS)) == {}
+    # A raised flag decides the component even when every other item is undecided or does not apply.
+    raised = flag_table(SUBSTANCE_FLAGS, units[:1], [DatumRow("c/t0", f.item, "no" if f.item.endswith("closes_properly")
+                                                              else "not_applicable") for f in SUBSTANCE_FLAGS], [])
+    assert sorted(r.value for r in raised) == [0] * (len(SUBSTANCE_FLAGS) - 1) + [1]
+    # Other components keep their zeros: a gate that cleared (the clause's trigger did not arise) is a judgment.
+    assert values(flag_table(SPECS, UNITS, DATA, RESULTS), CONFIRM.id)["c2"] == 0

@@ -3,6 +3,8 @@ the cluster-robust sandwich of a least-squares regression of the outcome on the 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -46,8 +48,12 @@ def test_binary_outcome_by_hand() -> None:
     # users a, b, c; a: flagged reward 0, unflagged 1; b: flagged 0; c: unflagged 1, 1.
     md = cluster_mean_difference([0, 1, 0, 1, 1], [True, False, True, False, False], ["a", "a", "b", "c", "c"])
     assert (md.mean_with, md.mean_without, md.diff) == (0.0, 1.0, -1.0)
-    assert md.se == 0.0 and md.low == md.high == -1.0
-    assert md.note is not None and "single point" in md.note
+    # The sandwich sees no variation (se 0), but the interval no longer collapses onto the point: Newcombe's,
+    # from the Wilson intervals of 0 of 2 (upper end z^2 / (2 + z^2)) and 3 of 3 (lower end 3 / (3 + z^2)).
+    z2 = 1.959963984540054**2
+    assert md.se == 0.0 and md.low == -1.0
+    assert md.high == pytest.approx(-1.0 + math.hypot(z2 / (2 + z2), z2 / (3 + z2)))
+    assert md.method == "newcombe_or_cluster" and md.note is None
 
 
 def test_empty_side_and_single_cluster() -> None:

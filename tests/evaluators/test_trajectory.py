@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from agent_factory.adapters.model import Conversation, DeliveryState, Turn
+from agent_factory.adapters.model import TASK_FINISHED, Conversation, DeliveryState, OutcomeEvent, Span, Turn
 from agent_factory.evaluators.components.trajectory import analysis
 from agent_factory.evaluators.components.trajectory import definitions as td
 from agent_factory.evaluators.components.trajectory import rules as tr
@@ -54,7 +54,7 @@ def cited(c: Conversation, ptr: Any) -> str:
 def test_component_registers_conversation_definitions_with_rules() -> None:
     spec = get_component("trajectory")
     ids = [d.id for d in spec.definitions]
-    assert ids == [*td.RECOVERY_EVENTS, *td.BLOCKING_EVENTS, td.TURNS, td.REPLAY_TURNS]
+    assert ids == [*td.RECOVERY_EVENTS, *td.BLOCKING_EVENTS, td.TURNS, td.REPLAY_TURNS, td.SESSION_ENDED]
     assert all(d.layer == "conversation" and d.component == "trajectory" for d in spec.definitions)
     for d in spec.definitions:
         assert get_rule(d.rule) is not None  # type: ignore[arg-type]
@@ -356,6 +356,55 @@ def row(cid: str, values: dict[str, str], *, turns: int | None = 2, user: str = 
 def test_outcome_rule_boundaries(values: dict[str, str], turns: int | None, outcome: str, friction: int | None) -> None:
     s = analysis.session_outcome(row("s", values, turns=turns))
     assert (s.outcome, s.friction) == (outcome, friction)
+
+
+@pytest.mark.parametrize(("ended", "turns", "outcome"), [
+    ("yes", 1, "smooth"),     # the source saw the end: the session cannot continue, so it is not censored
+    ("no", 1, "censored"),    # no end observed: it may still continue
+    (None, 1, "censored"),    # the item not admitted: nothing says the session ended
+    ("no", 2, "smooth"),      # the method's rule for longer sessions is unchanged
+])
+def test_a_session_whose_end_was_observed_is_not_censored(ended: str | None, turns: int, outcome: str) -> None:
+    values = {} if ended is None else {td.SESSION_ENDED: ended}
+    assert analysis.session_outcome(row("s", values, turns=turns)).outcome == outcome
+    # An event still decides first: a one-turn graded session that ended on a failure struggled.
+    failed = {**values, td.SESSION_TERMINATION: "yes"}
+    assert analysis.session_outcome(row("s", failed, turns=turns)).outcome == "struggled"
+
+
+def _one_turn(cid: str, *, spans: tuple[Span, ...] = (), events: tuple[OutcomeEvent, ...] = (),
+              attributes: dict[str, Any] | None = None) -> Conversation:
+    t = Turn(id=f"{cid}-t0", conversation_id=cid, request="What is 2+2?", answer="4", delivery="delivered",
+             spans=spans)
+    return Conversation(id=cid, turns=(t,), events=events, attributes=attributes or {})
+
+
+def test_session_ended_reads_the_end_the_source_records() -> None:
+    reward = OutcomeEvent(id="c/task_reward", kind="task_reward", conversation_id="c", value=0.0)
+    a = ask(td.SESSION_ENDED, _one_turn("c", events=(reward,)))
+    assert (a.value, [(p.unit_id, p.field) for p in a.evidence]) == ("yes", [("c/task_reward", "value")])
+    assert "task_reward" in (a.reason or "")
+    a = ask(td.SESSION_ENDED, _one_turn("c", attributes={TASK_FINISHED: True}))
+    assert (a.value, [(p.unit_id, p.field) for p in a.evidence]) == ("yes", [("c", f"attributes.{TASK_FINISHED}")])
+    # OpenInference names the tool in `tool.name`; the span is named after the tool's class.
+    final = Span(id="s9", trace_id="c-t0", kind="tool", name="FinalAnswerTool",
+                 attributes={"tool.name": "final_answer"})
+    a = ask(td.SESSION_ENDED, _one_turn("c", spans=(final,)))
+    assert (a.value, [(p.unit_id, p.field) for p in a.evidence]) == ("yes", [("s9", "name")])
+    bare = Span(id="s8", trace_id="c-t0", kind="tool", name="final_answer")
+    assert ask(td.SESSION_ENDED, _one_turn("c", spans=(bare,))).value == "yes"
+
+
+def test_session_ended_is_no_without_a_recorded_end() -> None:
+    # A delivered answer, feedback, a label or another tool say nothing about whether the session may continue.
+    feedback = OutcomeEvent(id="c/feedback", kind="feedback", conversation_id="c", value=1.0)
+    label = OutcomeEvent(id="c/mistake_step", kind="mistake_step", conversation_id="c", value=3.0)
+    search = Span(id="s1", trace_id="c-t0", kind="tool", name="SearchTool", attributes={"tool.name": "web_search"})
+    unscored = OutcomeEvent(id="c/task_reward", kind="task_reward", conversation_id="c", value=None)
+    for c in (_one_turn("c"), _one_turn("c", events=(feedback, label, unscored), spans=(search,)),
+              _one_turn("c", attributes={TASK_FINISHED: False})):
+        a = ask(td.SESSION_ENDED, c)
+        assert (a.value, a.evidence) == ("no", ()) and "may continue" in (a.reason or "")
 
 
 def test_items_absent_from_a_row_are_not_admitted_and_not_read() -> None:

@@ -127,7 +127,7 @@ def test_tau_summary_shows_each_flag_against_the_reward(tau_store: Path) -> None
     outcomes = json.loads(res.stdout)["outcomes"]
     confirm = next(o for o in outcomes if "confirm_before_write" in o["text"])
     # 17 conversations broke "confirm before a write": mean reward 0.12 against 0.46 without
-    assert confirm["text"].startswith("-0.34 [-0.57, -0.11] 0.12 (n=17) vs 0.46 (n=111)")
+    assert confirm["text"].startswith("-0.34 [-0.57, -0.10] 0.12 (n=17) vs 0.46 (n=111)")
     assert all("task_reward" in o["text"] for o in outcomes) and len(outcomes) >= 8
     text = runner.invoke(app, ["summary", "--store", str(store)], env=ENV).stdout
     assert "Outcomes: difference" in text and "confirm_before_write violated" in text

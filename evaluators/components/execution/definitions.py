@@ -53,8 +53,9 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
     _d(MODE, "Which agent mode served this turn?", kind="fact",
        description="The mode the source records (normal / simple / deep ...); uncollected when it records none."),
     _d(DELIVERED, "Did the turn's answer reach the user?",
-       description="no when the answer is empty, the turn ended in an error, or the answer was cut off; the fact "
-                   "holds the failure kind (failed_empty / failed_error / failed_truncated). Uncollected when the "
+       description="no when the answer is empty, the turn ended in an error, the answer was cut off, or the run "
+                   "stopped before any answer (a step or turn limit); the fact holds the failure kind (failed_empty "
+                   "/ failed_error / failed_truncated / cut_off). Uncollected when the "
                    "source cannot tell (no answer recorded and no error). not_applicable, fact `handed_off`, "
                    "when the agent handed the user to a person (the pack's hand-off tools and spans): neither a "
                    "delivery nor a failure."),

@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from agent_factory.adapters.model import EvidencePointer, Span, Turn
+from agent_factory.adapters.model import FAILED_STATES, EvidencePointer, Span, Turn
 from agent_factory.evaluators.components.execution.definitions import (
     CHAIN_COMPLETE,
     CHAIN_REQUIREMENTS,
@@ -84,6 +84,14 @@ def delivered(turn: Turn, ctx: RuleContext) -> RuleAnswer:
         first = next((s.error for s in erroring if s.error), None)
         return RuleAnswer("no", fact=state, evidence=evidence,
                           reason=f"the turn ended in an error: {first}" if first else "the turn ended in an error")
+    if state == "cut_off":
+        # The evidence is where the run stopped: the last step's output, or the request, that got no answer.
+        ended = turn.spans[-1] if turn.spans else None
+        stop = (text_pointer(ended.id, "output", ended.output) if ended is not None
+                else text_pointer(turn.id, "request", turn.request))
+        return RuleAnswer("no", fact=state, evidence=(stop,),
+                          reason="the run stopped before the agent answered (its step or turn limit), not an empty "
+                                 "answer")
     why = {"failed_empty": "the answer is empty", "failed_truncated": "the answer was cut off"}[state]
     return RuleAnswer("no", fact=state, evidence=(answer,), reason=why)
 
@@ -173,7 +181,7 @@ def find_progress(turn: Turn) -> tuple[str, str, Any] | None:
 def progress_at_stop(turn: Turn, ctx: RuleContext) -> RuleAnswer:
     found = find_progress(turn)
     if found is None:
-        if turn.mode == "deep" and turn.delivery.startswith("failed"):
+        if turn.mode == "deep" and turn.delivery in FAILED_STATES:
             return RuleAnswer("uncollected", reason="a deep job stopped but the source records no progress")
         return RuleAnswer("not_applicable", reason="no progress recorded: not a stopped asynchronous job")
     unit_id, key, raw = found

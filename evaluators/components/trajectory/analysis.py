@@ -5,9 +5,11 @@ Friction F(x) = sum over the admitted recovery events s of a_s(x), where a_s(x) 
 a rule. Occurrence counts (the rules' facts) are reported separately as `event_count.<event>`.
 
 The outcome rule (docs/method.md section 4): abandonment or frustration -> blocked; else F >= 1 -> struggled; else
-exactly one turn and none of these -> censored; else smooth. An uncollected datum is never read as "did not
-happen": when one could change the label (e.g. context repair left to a model that is not configured, on a
-session with no other event) the session is `undetermined`, counted and reported, never guessed smooth.
+exactly one turn and none of these -> censored, unless the source observed the session's end (a graded task:
+`trajectory.session_ended`), since censored means the session may still continue; else smooth. An uncollected
+datum is never read as "did not happen": when one could change the label (e.g. context repair left to a model
+that is not configured, on a session with no other event) the session is `undetermined`, counted and reported,
+never guessed smooth.
 
 Pure and versioned; rates over sessions or turns of one user are user-clustered with 95% intervals.
 """
@@ -33,6 +35,7 @@ from agent_factory.evaluators.components.trajectory.definitions import (
     BLOCKING_EVENTS,
     RECOVERY_EVENTS,
     REPLAY_TURNS,
+    SESSION_ENDED,
     TURNS,
 )
 from agent_factory.evaluators.components.trajectory.metrics import (
@@ -51,7 +54,7 @@ from agent_factory.evaluators.core.registry import Analysis, Observations, UnitR
 from agent_factory.evaluators.stats import cluster_bootstrap_ci
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = "1"
+VERSION = "2"
 
 
 Outcome = Literal["smooth", "struggled", "blocked", "censored", "undetermined"]
@@ -97,7 +100,8 @@ def session_outcome(row: UnitRow) -> SessionOutcome:
     elif uncollected or not isinstance(turns, int | float):
         outcome = "undetermined"
     else:
-        outcome = "censored" if int(turns) == 1 else "smooth"
+        open_end = values.get(SESSION_ENDED) != "yes"  # no end observed: the session may still continue
+        outcome = "censored" if int(turns) == 1 and open_end else "smooth"
     return SessionOutcome(outcome, friction, events, uncollected)
 
 

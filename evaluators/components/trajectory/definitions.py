@@ -4,7 +4,8 @@ Every item is about one conversation (session). The recovery events (request rep
 repair, clarification loop, session termination) sum to the friction F(x); abandonment and frustration block the
 session. Each check's rule also returns the number of occurrences as its fact, and cites the turns involved.
 Two fact items carry what the analyses need beyond yes/no: the number of turns (a one-turn session without
-events is censored) and which turns resend the previous request (replay after a failed vs a delivered turn).
+events is censored unless its end was observed) and which turns resend the previous request (replay after a failed
+vs a delivered turn). A third check says whether the source observed the session's end (a graded task).
 Ids are constants so the analyses and other components refer to them without string typos.
 """
 
@@ -21,6 +22,7 @@ ABANDONMENT = "trajectory.abandonment"
 FRUSTRATION = "trajectory.frustration"
 TURNS = "trajectory.turns"
 REPLAY_TURNS = "trajectory.replay_turns"
+SESSION_ENDED = "trajectory.session_ended"
 
 RECOVERY_EVENTS: tuple[str, ...] = (
     REQUEST_REPLAY, VERBATIM_REPLAY, CONTEXT_REPAIR, CLARIFICATION_LOOP, SESSION_TERMINATION,
@@ -81,8 +83,14 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
                    "opening request comes before anything the agent did: frustration there is with the user's "
                    "situation). Fact: number of such requests."),
     _d(TURNS, "How many turns does the session have?", kind="fact",
-       description="Fact: the number of turns. A one-turn session with no event is censored, not smooth."),
+       description="Fact: the number of turns. A one-turn session with no event is censored (unless its end "
+                   "was observed: see trajectory.session_ended), not smooth."),
     _d(REPLAY_TURNS, "Which turns resend the request just before them (verbatim or near-verbatim)?", kind="fact",
        description="Fact: comma-separated turn indices (empty when none); read with execution.delivered of the "
                    "previous turn to compare replay after a failed and after a delivered answer."),
+    _d(SESSION_ENDED, "Does the source show that this session's task ran to its end?",
+       description="Rule: yes when the source records the task's end: a task outcome on the session (a reward or "
+                   "a task success), a benchmark record the source marks as graded (`task_finished`), or a "
+                   "final-answer tool call; else no (the session may still continue). Censored means no end "
+                   "observed, so a one-turn session with this yes is not censored."),
 )

@@ -19,7 +19,14 @@ from collections.abc import Sequence
 from itertools import pairwise
 from typing import Literal, NamedTuple
 
-from agent_factory.adapters.model import FAILED_STATES, Conversation, EvidencePointer, Turn
+from agent_factory.adapters.model import (
+    FAILED_STATES,
+    TASK_END_KINDS,
+    TASK_FINISHED,
+    Conversation,
+    EvidencePointer,
+    Turn,
+)
 from agent_factory.evaluators.components.trajectory.definitions import (
     ABANDONMENT,
     CLARIFICATION_LOOP,
@@ -27,6 +34,7 @@ from agent_factory.evaluators.components.trajectory.definitions import (
     FRUSTRATION,
     REPLAY_TURNS,
     REQUEST_REPLAY,
+    SESSION_ENDED,
     SESSION_TERMINATION,
     TURNS,
     VERBATIM_REPLAY,
@@ -145,6 +153,41 @@ def replay_turns(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
 @rule(TURNS)
 def turns(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
     return RuleAnswer("yes", fact=float(len(conv.turns)), reason=f"{len(conv.turns)} turns")
+
+
+FINAL_ANSWER_TOOLS = frozenset({"final_answer"})
+"""Tool names an agent calls to hand in its task's answer (smolagents' `final_answer`): the run ends there."""
+
+
+def _field(unit_id: str, field: str) -> EvidencePointer:
+    # A non-text field (a value, an attribute, a span's name): named, with an empty range.
+    return EvidencePointer(unit_id=unit_id, field=field, start=0, end=0)
+
+
+def _final_answer_span(conv: Conversation) -> tuple[Turn, str] | None:
+    for t in reversed(conv.turns):
+        for s in reversed(t.spans):
+            name = s.attributes.get("tool.name", s.name if s.kind == "tool" else None)
+            if isinstance(name, str) and name.strip().lower() in FINAL_ANSWER_TOOLS:
+                return t, s.id
+    return None
+
+
+@rule(SESSION_ENDED)
+def session_ended(conv: Conversation, ctx: RuleContext) -> RuleAnswer:
+    # Censored means the session may still continue: only an end the source records says it cannot.
+    graded = [e for e in conv.events if e.kind in TASK_END_KINDS and e.value is not None]
+    if graded:
+        return RuleAnswer("yes", evidence=tuple(_field(e.id, "value") for e in graded),
+                          reason=f"the task was graded: {', '.join(sorted({e.kind for e in graded}))}")
+    if conv.attributes.get(TASK_FINISHED) is True:
+        return RuleAnswer("yes", evidence=(_field(conv.id, f"attributes.{TASK_FINISHED}"),),
+                          reason="the source marks the task as finished (a graded benchmark record)")
+    final = _final_answer_span(conv)
+    if final is not None:
+        return RuleAnswer("yes", evidence=(_field(final[1], "name"),),
+                          reason=f"the agent handed in its final answer (turn {final[0].index})")
+    return RuleAnswer("no", reason="no task outcome, grading or final answer recorded: the session may continue")
 
 
 def _request_hits(conv: Conversation, ctx: RuleContext, kind: LexiconKind, *, skip_first: bool = False

@@ -77,9 +77,10 @@ def spine(data: ReportData) -> Section:
 
 
 def associations(data: ReportData) -> Section:
-    """Each flag's outcome rate with and without it, with the difference's user-clustered interval."""
+    """Each flag's outcome rate with and without it, with the difference's interval."""
     key, title = "outcomes", "Outcome associations"
-    intro = "For each flag: the outcome with and without it, and the difference with a user-clustered 95% CI."
+    intro = ("For each flag: the outcome with and without it, and the difference with its 95% CI (for a rate, "
+             "Newcombe's score interval joined with the user-clustered one; none with fewer than 4 units on a side).")
     if not data.facts.outcome_kinds:
         return Section(key=key, title=title, intro=intro, absent="no outcome events in the traces (task reward, "
                        "feedback, task success): nothing to associate the flags with")
@@ -94,7 +95,7 @@ def associations(data: ReportData) -> Section:
                   f"{fmt(a.low, 'score')} – {fmt(a.high, 'score')}" if a.low is not None and a.high is not None
                   else (a.note or "")) for a in ordered)
     table = Table(columns=("flag", "component", "meaning", "outcome", "with the flag", "n with", "without",
-                           "n without", "difference", "95% CI (user-clustered)"), rows=body)
+                           "n without", "difference", "95% CI"), rows=body)
     pts = [Point(label=a.label, group=a.outcome, value=a.diff, low=a.low, high=a.high, n=a.n_with)
            for a in ordered if a.diff is not None]
     chart = ids.chart("Outcome with the flag minus without", interval_chart(
