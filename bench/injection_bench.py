@@ -43,14 +43,15 @@ with Store(store) as st:
     for u in iter_user_units(st, window_days=pack.thresholds.window_days, horizon=st.horizon()):
         turns += list(u.excluded) + [t for c in (u.view.conversations if u.view else ()) for t in c.turns]
 texts = [x for t in turns for x in (t.request, t.answer, *(y for s in t.spans for y in (s.input, s.output))) if x]
-from agent_factory.evaluators.provenance import attacks, normalize
-attacks._SCANS.clear()  # cold: ingest scanned these texts already, and its memo would answer
+from agent_factory.evaluators.core.memo import run_memos
+from agent_factory.evaluators.provenance import normalize
 normalize.normalize.cache_clear()
-t1 = time.perf_counter()
-flagged = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns if (fl := scan_turn(t, pack))]
-scan = time.perf_counter() - t1
-suspects = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns
-            if (fl := scan_turn_suspects(t, pack))]
+with run_memos():  # cold: fresh memo tables (ingest scanned these texts already, and its memo would answer)
+    t1 = time.perf_counter()
+    flagged = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns if (fl := scan_turn(t, pack))]
+    scan = time.perf_counter() - t1
+    suspects = [(t.id, [(f.pattern_id, f.matched_text[:80]) for f in fl]) for t in turns
+                if (fl := scan_turn_suspects(t, pack))]
 print(json.dumps({"records": rep.read, "turns": len(turns), "texts": len(texts), "chars": sum(map(len, texts)),
                   "ingest_seconds": round(ingest, 3), "scan_seconds": round(scan, 3),
                   "flagged_turns": len(flagged), "flags": flagged[:20], "suspect_turns": len(suspects),

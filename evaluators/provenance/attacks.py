@@ -29,11 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agent_factory.adapters.model import EvidencePointer, Turn
+from agent_factory.evaluators.core.memo import memos
 from agent_factory.evaluators.provenance import decode as _decode
 from agent_factory.evaluators.provenance import intent as _intent
 from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.provenance.prefilter import Prefilter
-from agent_factory.evaluators.provenance.textmemo import TextMemo
 from agent_factory.frozen import Frozen
 from agent_factory.knowledge_packs import KnowledgePack, LexiconPattern
 
@@ -194,7 +194,7 @@ def _decoded_view(norm: _norm.Normalized, low: str | None = None
 def _matches(text: str, plan: _Plan) -> tuple[_Found, ...]:
     """The findings kept in original `text`, by position: flags (lexicon, then the intent scorer's where no
     lexicon match overlaps) and, when there is no flag, the suspects. Depends on the text and the pack's plan
-    only, so it is kept per distinct text (`_SCANS`)."""
+    only, so it is kept per distinct text (the run's `attacks.scans` memo)."""
     norm = _norm.normalize(text, decode=True)
     reading = _intent.Reading(norm.text)  # lower-cased once, for the lexicon's matches, the scorer and the decoder
     found = _read_view(norm, plan, None, reading)
@@ -220,24 +220,22 @@ def _kept(found: list[_Found]) -> list[_Found]:
     return kept
 
 
-_SCANS: TextMemo[tuple[_Found, ...]] = TextMemo()
-
-
 class _Scanner:
     """One pack's scan, its digest and plan looked up once for all the texts of a turn (not once per field)."""
 
-    __slots__ = ("key", "plan")
+    __slots__ = ("key", "plan", "scans")
 
     def __init__(self, pack: KnowledgePack) -> None:
         self.key = pack.digest()
         self.plan = _plan(pack, self.key)
+        self.scans = memos().text("attacks.scans")  # the run's (or the process's) per-text results
 
     def flags(self, text: str, *, unit_id: str, field: str, suspects: bool) -> list[InjectionFlag]:
         """The flags (or, with `suspects`, the suspects) of one text field."""
         if not text:
             return []
         plan = self.plan
-        found = _SCANS.get(self.key, text, lambda: _matches(text, plan))
+        found: tuple[_Found, ...] = self.scans.get(self.key, text, lambda: _matches(text, plan))
         if not found:
             return []
         return [InjectionFlag(language=f.language, pattern_id=f.pattern_id,
