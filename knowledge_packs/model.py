@@ -29,6 +29,7 @@ from pydantic import (
 from agent_factory.adapters.model import SpanKind
 from agent_factory.digest import stable_id
 from agent_factory.frozen import Frozen
+from agent_factory.knowledge_packs.tools import ToolPolicy
 
 T = TypeVar("T")
 
@@ -232,6 +233,9 @@ class Lexicon(Frozen):
     """The agent asking the user to clarify (Trajectory: clarification loop)."""
     context_repair: tuple[LexiconPattern, ...] = ()
     """The user restating or correcting context the agent lost or got wrong (Trajectory: context repair)."""
+    deflection: tuple[LexiconPattern, ...] = ()
+    """The agent refusing, saying it cannot access or do something, or sending the user elsewhere ("contact
+    customer service", "I'm unable to access", "无法查询"): read against the lookups it made (Conduct)."""
     closing: tuple[LexiconPattern, ...] = ()
     """A user's closing message that expects no reply ("thanks, that's all", "再见", a simulator's stop token):
     when the session's last message matches and got no answer, it ends the session instead of being a turn
@@ -244,7 +248,8 @@ class Lexicon(Frozen):
     complete text (a prompt's elided example), where they cut nothing of what was recorded."""
 
     @field_validator(
-        "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "closing"
+        "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "closing",
+        "deflection",
     )
     @classmethod
     def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
@@ -317,7 +322,7 @@ ClauseLayer = Literal["span", "trace", "conversation"]
 CollectorTier = Literal["rule", "small_model", "jury"]
 """Collector tiers, as in `evaluators.core.model.Tier` (packs do not import evaluators)."""
 LexiconCategory = Literal[
-    "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair"
+    "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "deflection"
 ]
 """The pattern lists of a `Lexicon` a clause condition may match."""
 ConditionField = Literal["request", "answer", "spans.input", "spans.output"]
@@ -539,6 +544,9 @@ class KnowledgePack(Frozen):
     """Which tool calls and spans hand the conversation to a person (delivery state `handed_off`)."""
     thresholds: Thresholds = Field(default_factory=Thresholds)
     """Thresholds of the deterministic analyses."""
+    tools: ToolPolicy = Field(default_factory=ToolPolicy)
+    """The agent's tools: which read and which write, the identifiers and amounts it must take from them, and each
+    write's preconditions (`knowledge_packs.tools`), for the tool-use checks."""
     clauses: tuple[Clause, ...] = ()
     """Policy clauses of the agent's role spec (Conduct), each a trigger and an obligation."""
     rules_decide: tuple[ItemId, ...] = ()
