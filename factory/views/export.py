@@ -13,8 +13,9 @@ numbers stay numbers).
 
 Column families, in this order (the README's "Export columns" documents each): ids (`unit_id`,
 `conversation_id`, `user_id`, then `turn_index` for turns and spans, `turn_id` for spans), `analysed`, data values
-(`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes (`outcome.<kind>`),
-`flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`. Within a family, names sort.
+(`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes (`outcome.<kind>`)
+then annotations (`annotation.<kind>`), `flags_total`, `flags.<component>`, `flags_undecided`, `instrument_flags`.
+Within a family, names sort.
 """
 
 from __future__ import annotations
@@ -192,9 +193,14 @@ def _mapped(keys: Col, per_unit: dict[str, int] | dict[str, float], typ: pa.Data
 
 def outcome_columns(keys: Col, units: Sequence[UnitKey], events: Sequence[OutcomeEvent],
                     level: Level) -> dict[str, Col]:
-    """`outcome.<kind>` per numeric outcome kind, joined to the level's units (`unit_outcomes`)."""
-    return {f"outcome.{kind}": _mapped(keys, values, pa.float64())
-            for kind, values in sorted(unit_outcomes(events, units, level=level).items())}
+    """`outcome.<kind>` per numeric outcome kind, then `annotation.<kind>` per numeric annotation kind (a mistake
+    step: a label on the run, no measure of how it went), joined to the level's units (`unit_outcomes`)."""
+    columns: dict[str, Col] = {}
+    for prefix, chosen in (("outcome", [e for e in events if e.is_outcome]),
+                           ("annotation", [e for e in events if not e.is_outcome])):
+        columns |= {f"{prefix}.{kind}": _mapped(keys, values, pa.float64())
+                    for kind, values in sorted(unit_outcomes(chosen, units, level=level).items())}
+    return columns
 
 
 def flag_columns(keys: Col, specs: Sequence[FlagSpec], rows: Sequence[FlagRow], level: Level) -> dict[str, Col]:

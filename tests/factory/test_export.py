@@ -133,12 +133,12 @@ def test_columns_are_stable_across_runs_and_formats(small_store: Path, tmp_path:
     names = tables[0].column_names
     assert tables[2].column_names == names == tables[3].column_names
     def family(c: str) -> int:  # at turn level the per-unit results are Conduct's violations
-        prefixes = ("fact.", "conduct.violation.", "outcome.", "flags_total", "flags.", "flags_undecided",
+        prefixes = ("fact.", "conduct.violation.", "outcome.", "annotation.", "flags_total", "flags.", "flags_undecided",
                     "instrument_flags")
         return 0 if c in IDS["turn"] else next((i + 2 for i, p in enumerate(prefixes) if c.startswith(p)), 1)
 
     order = [family(c) for c in names]
-    assert order == sorted(order) and {1, 2, 3, 5, 6, 7, 8} <= set(order)  # no outcomes simulated
+    assert order == sorted(order) and {1, 2, 3, 6, 7, 8, 9} <= set(order)  # no outcomes simulated
     for f in (1, 2, 3):  # within a family, names sort
         members = [c for c in names if family(c) == f]
         assert members == sorted(members)
@@ -214,3 +214,20 @@ def test_tau_conversations_carry_the_reward_and_flags(tau_store: Path, tmp_path:
     assert violated and {r["unit_id"] for r in rows if r["conduct.violation.confirm_before_write"] == "violated"} \
         == violated
     assert all(r["flags.conduct"] >= 1 for r in rows if r["unit_id"] in violated)
+
+
+def test_annotations_are_exported_apart_from_outcomes() -> None:
+    """A mistake step is a label on a run, no outcome: `annotation.mistake_step`, never `outcome.mistake_step`."""
+    from agent_factory.adapters.model import OutcomeEvent
+    from agent_factory.evaluators.findings.flags import UnitKey
+    from agent_factory.factory.views.export import outcome_columns
+
+    units = [UnitKey("c1", "conversation", "c1", "u1"), UnitKey("c2", "conversation", "c2", "u2")]
+    events = [OutcomeEvent(id="e1", kind="task_reward", conversation_id="c1", user_id="u1", value=1.0),
+              OutcomeEvent(id="e2", kind="mistake_step", conversation_id="c2", user_id="u2", value=7),
+              OutcomeEvent(id="e3", kind="mistake_agent", conversation_id="c2", user_id="u2", value="Orchestrator")]
+    keys = pa.array(["c1", "c2"], pa.string())
+    cols = outcome_columns(keys, units, events, "conversation")
+    assert list(cols) == ["outcome.task_reward", "annotation.mistake_step"]
+    assert cols["outcome.task_reward"].to_pylist() == [1.0, None]
+    assert cols["annotation.mistake_step"].to_pylist() == [None, 7.0]

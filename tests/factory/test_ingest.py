@@ -132,9 +132,14 @@ def test_sigkill_mid_file_leaves_nothing_half_ingested(tmp_path: Path) -> None:
     cli = [sys.executable, "-m", "agent_factory", "ingest", "--store", str(store)]
     assert subprocess.run([*cli, str(small)], env=env, capture_output=True, check=False).returncode == 0
     proc = subprocess.Popen([*cli, str(big)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(3.0)
-    assert proc.poll() is None, "ingest finished before it could be killed; make the file bigger"
+    # Killed once its workers are forked and at work (a fixed sleep raced them on a loaded machine).
+    deadline = time.monotonic() + 30
     forked = _running(str(big))  # the ingest and the workers it forked (their command line is its own)
+    while len(forked) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        forked = _running(str(big))
+    time.sleep(1.0)
+    assert proc.poll() is None, "ingest finished before it could be killed; make the file bigger"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     # Its workers die with it: a killed ingest's workers lived on, asleep, for good.
