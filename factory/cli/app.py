@@ -25,7 +25,9 @@ from agent_factory.factory.cli.base import (
     EXIT_USER_ERROR,
     app,
     mark_entry,
+    report_interrupted,
     storage_error,
+    watch_ctrl_c,
 )
 
 COMMAND_MODULES = (traffic, review, run, views)
@@ -47,12 +49,19 @@ def main() -> None:  # pragma: no cover - console entry
     # here, not on import of the package: importing a library changes nothing in the process.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    pressed = watch_ctrl_c()
     try:
         app()
     except SystemExit as e:
         if e.code == EXIT_INTERRUPTED:
             _exit_interrupted()
+        if pressed.is_set() and e.code in (0, None):
+            report_interrupted()
+            _exit_interrupted()
         raise
+    if pressed.is_set():
+        report_interrupted()
+        _exit_interrupted()
 
 
 def _exit_interrupted() -> None:  # pragma: no cover - console entry

@@ -12,10 +12,13 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any, cast
 
 import typer
@@ -64,9 +67,36 @@ def interrupted(e: BaseException) -> bool:
     return isinstance(e, RuntimeError) and str(e).strip() == "Query interrupted"
 
 
-def _interrupted() -> typer.Exit:
+_PRESSED = threading.Event()
+
+
+def watch_ctrl_c() -> threading.Event:  # pragma: no cover - console entry
+    """Ctrl-C raises KeyboardInterrupt as usual, and is also remembered (the event returned): a command that
+    ends normally after it (the interrupt was caught and lost in a library's C code: a run under load once
+    finished its work and exited 0 after a Ctrl-C) still ends as an interrupted one, with its line and exit
+    status 130 (`app.main`). A command whose normal end is Ctrl-C (`watch`) says so with `ctrl_c_handled`."""
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        _PRESSED.set()
+        signal.default_int_handler(signum, frame)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    return _PRESSED
+
+
+def ctrl_c_handled() -> None:
+    """The command ended on Ctrl-C as it should (`watch` stops so): not an interrupted command."""
+    _PRESSED.clear()
+
+
+def report_interrupted() -> None:
+    """The one line an interrupted command prints."""
     err.print("interrupted: what was complete is kept; a file whose ingest was cut off is removed from the store "
               "when it is next opened, and the next run redoes what this one left", soft_wrap=True, markup=False)
+
+
+def _interrupted() -> typer.Exit:
+    report_interrupted()
     return typer.Exit(EXIT_INTERRUPTED)
 
 

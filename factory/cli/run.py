@@ -21,6 +21,7 @@ from agent_factory.factory.cli.base import (
     UnapprovedOpt,
     app,
     command_start,
+    ctrl_c_handled,
     emit_json,
     err,
     fail,
@@ -167,4 +168,5 @@ def watch(
     except AgentFactoryError as e:
         raise fail(e) from e
     except KeyboardInterrupt:
+        ctrl_c_handled()
         err.print("stopped")
