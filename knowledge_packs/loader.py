@@ -32,6 +32,7 @@ registry's group for the kind, is read too)."""
 _HERE = Path(__file__).resolve().parent
 BUILTINS: dict[str, str] = {
     "default": "default.yaml", "business_analysis": "business_analysis.yaml", "airline": "airline/pack.yaml",
+    "retail": "retail/pack.yaml",
 }
 """Built-in pack name -> file in this package, in every registry from the start (`PACK_KIND.builtins`: data
 files, not plugins): an entry point of the same name is ignored, so built-ins cannot be shadowed."""

@@ -234,8 +234,15 @@ class Lexicon(Frozen):
     context_repair: tuple[LexiconPattern, ...] = ()
     """The user restating or correcting context the agent lost or got wrong (Trajectory: context repair)."""
     deflection: tuple[LexiconPattern, ...] = ()
-    """The agent refusing, saying it cannot access or do something, or sending the user elsewhere ("contact
-    customer service", "I'm unable to access", "无法查询"): read against the lookups it made (Conduct)."""
+    """The agent saying it cannot see, look up or give information, or sending the user elsewhere for it ("I'm
+    unable to access", "contact customer service for details", "无法查询"): read against the lookups it made
+    (Conduct: looked before refusing). Declining an action is `refusal`."""
+    refusal: tuple[LexiconPattern, ...] = ()
+    """The agent declining to do something the user asked ("I'm unable to cancel this reservation", "this cannot
+    be changed", "无法为您取消"): read against the write's preconditions (Conduct: refusal justified)."""
+    reply: tuple[LexiconPattern, ...] = ()
+    """A user's message that opens as an answer to the agent's question (yes, no, a choice): right after the
+    agent asked, it is a reply, not a resent request (Trajectory: request and verbatim replay)."""
     closing: tuple[LexiconPattern, ...] = ()
     """A user's closing message that expects no reply ("thanks, that's all", "再见", a simulator's stop token):
     when the session's last message matches and got no answer, it ends the session instead of being a turn
@@ -249,7 +256,7 @@ class Lexicon(Frozen):
 
     @field_validator(
         "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "closing",
-        "deflection",
+        "deflection", "refusal", "reply",
     )
     @classmethod
     def _ids(cls, v: tuple[LexiconPattern, ...]) -> tuple[LexiconPattern, ...]:
@@ -322,7 +329,8 @@ ClauseLayer = Literal["span", "trace", "conversation"]
 CollectorTier = Literal["rule", "small_model", "jury"]
 """Collector tiers, as in `evaluators.core.model.Tier` (packs do not import evaluators)."""
 LexiconCategory = Literal[
-    "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "deflection"
+    "injection", "frustration", "abandonment", "disclosure", "clarification", "context_repair", "deflection",
+    "refusal",
 ]
 """The pattern lists of a `Lexicon` a clause condition may match."""
 ConditionField = Literal["request", "answer", "spans.input", "spans.output"]

@@ -138,6 +138,10 @@ class ToolPolicy(Frozen):
     """Attribute vocabularies (`membership: [regular, silver, gold]`): a value the agent states of the user's
     records must have appeared in a tool output."""
     preconditions: tuple[Precondition, ...] = ()
+    complete: tuple[ToolName, ...] = ()
+    """Writes whose declared preconditions are all the policy asks of the state the agent can read: refusing one
+    whose preconditions held (or that has none over that state) cites no rule that covers the request. A write
+    whose policy also asks what no tool output shows (a covered reason) is left out: its refusal is undecided."""
     now: datetime | None = None
     """The time the agent's policy calls now (tau-bench states it in the policy); None: the conversation's start."""
 
@@ -167,6 +171,9 @@ class ToolPolicy(Frozen):
             unknown = [t for t in p.tools if t not in writes]
             if unknown:
                 raise ValueError(f"precondition {p.id} names tools not in `write`: {', '.join(unknown)}")
+        unknown = [t for t in self.complete if t not in writes]
+        if unknown:
+            raise ValueError(f"`complete` names tools not in `write`: {', '.join(unknown)}")
         for i in self.intents:
             if i.tool not in writes:
                 raise ValueError(f"intent of {i.tool!r}: not a tool listed in `write`")

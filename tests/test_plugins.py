@@ -187,14 +187,24 @@ def test_the_builtins_all_come_through_this_projects_entry_points() -> None:
 def test_the_compilers_rule_layers_are_the_registry_declarations() -> None:
     declared = {r.name: r for r in clause_rules()}
     assert {n: r.layers for n, r in declared.items()} == {
+        "conduct.agreed_action": ("conversation",),
+        "conduct.agreed_action_done": ("conversation",),
         "conduct.booking_limits": ("trace", "conversation"),
+        "conduct.claims_grounded": ("conversation",),
         "conduct.confirmed_before_action": ("conversation",),
+        "conduct.deflected_own_records": ("conversation",),
+        "conduct.looked_before_refusing": ("conversation",),
         "conduct.no_reply_with_tool_call": ("trace", "conversation"),
         "conduct.one_tool_call_per_message": ("trace", "conversation"),
+        "conduct.refusal_justified": ("conversation",),
+        "conduct.refused_write_request": ("conversation",),
+        "conduct.states_amounts_or_terms": ("conversation",),
+        "conduct.write_arguments_grounded": ("conversation",),
+        "conduct.write_preconditions_hold": ("conversation",),
         "execution.has_retrieval": ("trace",),
     }
     assert {n for n, r in declared.items() if r.needs_trigger_tools} == {
-        "conduct.booking_limits", "conduct.confirmed_before_action"}
+        "conduct.booking_limits", "conduct.confirmed_before_action", "conduct.write_arguments_grounded"}
     assert list(compiler_rules()) == sorted(declared)
     assert compiler_rules()["execution.has_retrieval"] == "The turn has a retrieval step."
 

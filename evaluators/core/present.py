@@ -36,6 +36,19 @@ instruments: Provenance and Adjudication)."""
 
 _PARAM = re.compile(r"\{([a-z_]+)\}")
 
+UNIT_NAMES: dict[str, tuple[str, str]] = {
+    "span": ("span", "spans"), "trace": ("turn", "turns"), "conversation": ("conversation", "conversations"),
+    "engagement": ("user", "users"),
+}
+"""What one unit of each layer is called, singular and plural: a count names its unit from the layer its rows
+were judged on (a clause judged per conversation counts conversations), never a view's guess."""
+
+
+def units_of(layer: str | None, n: int | None = None) -> str:
+    """The name of `layer`'s units (`turns`; `turn` when `n` is 1); `units` for a layer no row declared."""
+    one, many = UNIT_NAMES.get(layer or "", ("unit", "units"))
+    return one if n == 1 else many
+
 
 class Row(Protocol):
     """A population result as the views hold it (`factory.views.report.model.ResultRow` is one)."""

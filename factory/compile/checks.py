@@ -28,6 +28,7 @@ from agent_factory.factory.compile.detect import (
 )
 from agent_factory.factory.compile.parse import Lang, Sentence
 from agent_factory.factory.compile.patterns import MINIMUM, Form, limits
+from agent_factory.factory.compile.words import CONJOIN, CONTAIN, DISJOIN, PARTS_TAIL
 from agent_factory.knowledge_packs.model import (
     ClauseCondition,
     ClauseLayer,
@@ -80,6 +81,10 @@ class Check:
     """A better trigger the rule implies (any tool call for the tool-call rules), replacing an `always` one."""
     missing_rule: str = ""
     """A rule the compiler would have used but that does not exist (the model tiers collect instead)."""
+    phrases: tuple[str, ...] = ()
+    """The quoted phrases a text matcher looks for (what a scope sentence may translate)."""
+    parts: tuple[str, ...] = ()
+    """The parts of a conjunction ("must contain A, B and C"): the compiler makes one clause of each."""
 
 
 def _model(note: str, *, missing: str = "") -> Check:
@@ -168,7 +173,44 @@ def build_check(form: Form, sentence: Sentence, trigger: Detection, vocab: Vocab
     return _model("judged by the model")
 
 
+_ARTICLE = re.compile(r"^(?:the|a|an|its|their|your|our)\s+", re.I)
+_PART_WORDS = {"en": 4, "zh": 8}  # a section name is short; a longer item is a description, not a heading
+
+
+def conjuncts(text: str, lang: Lang) -> tuple[str, ...]:
+    """The parts a text must all contain: `包含「A」「B」「C」` / `包含A、B和C四个部分` / `contain "A", "B" and "C"` /
+    `include the Method, Risks and Conclusion sections`; () when it names no such list (an `or` list names
+    alternatives; an unquoted list counts only when the text calls its items sections or parts)."""
+    m = CONTAIN.search(text)
+    if m is None:
+        return ()
+    rest = text[m.end():].strip(" \t.,;:!?。，；：！？")
+    if DISJOIN.search(rest):
+        return ()
+    found = quoted(rest)
+    if len(found) >= 2:
+        return tuple(dict.fromkeys(p.strip() for p in found if p.strip()))
+    tail = PARTS_TAIL.search(rest)
+    if tail is None and not re.search(r"sections?|parts?|headings?|部分|章节", m.group(0), re.I):
+        return ()
+    body = rest[:tail.start()] if tail is not None else rest
+    if not CONJOIN.search(body):
+        return ()
+    parts = [_ARTICLE.sub("", p.strip(" \t.,;:!?。，；：！？「」“”\"'『』")) for p in CONJOIN.split(body)]
+    parts = [p for p in parts if p]
+    limit = _PART_WORDS[lang]
+    if len(parts) < 2 or any((len(p.split()) if lang == "en" else len(p)) > limit for p in parts):
+        return ()
+    return tuple(dict.fromkeys(parts))
+
+
 def _matcher(text: str, sentence: Sentence, vocab: Vocabulary) -> Check | None:
+    parts = conjuncts(text, sentence.lang)
+    if parts:
+        # Each part is its own check: an alternation would hold when any one of them is present.
+        return Check(ClauseCondition(regex=phrase_regex(parts), fields=("answer",)), "matcher",
+                     "each of " + " / ".join(f"'{p}'" for p in parts) + " in the answer (one clause per part)",
+                     phrases=parts, parts=parts)
     names = named_tools(text, sentence, vocab)
     if names and CONCEPTS["mention"].search(text):
         mention = r"\b(?:" + "|".join(re.escape(n) for n in names) + r")\b"
@@ -187,7 +229,7 @@ def _matcher(text: str, sentence: Sentence, vocab: Vocabulary) -> Check | None:
         fields: tuple[ConditionField, ...] = ("request",) if CONCEPTS["user_side"].search(text) else ("answer",)
         what = " / ".join([*(f"'{p}'" for p in phrases), *([f"the {lexicon} lexicon"] if lexicon else [])])
         return Check(ClauseCondition(regex=rx, lexicon=lexicon, fields=fields), "matcher",
-                     f"{what} in the {' or '.join(fields)}")
+                     f"{what} in the {' or '.join(fields)}", phrases=tuple(phrases))
     if CONCEPTS["clarify"].search(text) and "clarification" in vocab.lexicons:
         return Check(ClauseCondition(lexicon="clarification", fields=("answer",)), "matcher",
                      "a clarifying question (the clarification lexicon) in the answer")

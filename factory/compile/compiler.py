@@ -7,6 +7,14 @@ always ends up a clause or in `uncompiled` with the reason, never dropped. A tri
 named before ("before taking the action", "the tool call") takes the tools of the block's previous clause, else
 of its section. A clause whose rule needs the conversation (confirmation before an action) makes the whole spec
 conversation-layer (one denominator for every clause); other specs are judged per turn.
+
+A conjunction ("must contain A, B and C", 「A」「B」「C」四个部分, A、B和C) becomes one clause per part, each its own
+check with its own datum: the sentence holds where all its parts hold (an alternation would hold where any one
+did). A scope sentence ("these requirements apply equally to English answers", 这些要求必须同样适用于英文回答)
+makes no clause of its own: the text matchers of the clauses before it gain the other language's phrasing of the
+phrases they quote, from the bilingual table in `words.TRANSLATIONS`, and each clause's description says what it
+gained, or that it checks the spec's language only (a phrase the table does not know). When no clause gains
+anything the sentence is listed uncompiled with that reason.
 Pure: the same text and options give the same output.
 """
 
@@ -28,13 +36,14 @@ from agent_factory.factory.compile.detect import (
     context_tools,
     find_condition,
     mode_condition,
+    phrase_regex,
     tool_condition,
 )
 from agent_factory.factory.compile.model import Check as CheckModel
 from agent_factory.factory.compile.model import CompiledClause, CompiledSpec, Detector, Uncompiled
 from agent_factory.factory.compile.parse import Sentence, code_identifiers, sentences
 from agent_factory.factory.compile.patterns import Form, Unparsed, normative, parse_all, split_parts
-from agent_factory.factory.compile.words import SPEC_MODE_ALIAS
+from agent_factory.factory.compile.words import SPEC_MODE_ALIAS, scope_language, translations
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, ClauseKind, ClauseLayer
 
 _ANAPHOR_SUBJECT = re.compile(r"^(?:this|these|that|those|it|they|such)\b|^(?:这|此|该|它)", re.I)
@@ -231,9 +240,13 @@ def compile_spec(
     drafts: list[tuple[Sentence, str, Form, Detection, Check]] = []
     uncompiled: list[Uncompiled] = []
     previous: tuple[int, Detection] | None = None
-    rules = 0
+    # A scope sentence makes no clause of its own: it is applied to the clauses before it (`_expand`).
+    scopes = [(s, lang) for s in all_sentences if normative(s.text, s.lang)
+              for lang in (scope_language(s.text),) if lang is not None]
+    scoped = {id(s) for s, _ in scopes}
+    rules = len(scopes)
     for sentence in all_sentences:
-        if not normative(sentence.text, sentence.lang):
+        if id(sentence) in scoped or not normative(sentence.text, sentence.lang):
             continue
         rules += 1
         if re.search(r"[?？]\W*$", sentence.text):
@@ -270,7 +283,9 @@ def compile_spec(
     default: ClauseLayer = layer or ("conversation" if whole else "trace")
     clauses: list[CompiledClause] = []
     seen: set[str] = set()
-    for sentence, part, form, detection, check in drafts:
+    expanded, unscoped = _expand(drafts, scopes)
+    uncompiled += unscoped
+    for sentence, part, form, detection, check, suffix, scope_note in expanded:
         clause_layer: ClauseLayer = layer or check.layer or default
         if layer is not None and check.layer is not None and check.layer != layer:
             check = _checks._model(f"{check.note} (its rule needs the {check.layer} layer)",
@@ -278,7 +293,7 @@ def compile_spec(
         cond = check.condition
         if check.how == "model":
             cond = ClauseCondition(tiers=_checks.MODEL_TIERS, question=question(form, sentence, clause_layer))
-        cid = _unique_clause_id(form, part, sentence.section, seen)
+        cid = _part_id(form, part, suffix, sentence.section, seen)
         seen.add(cid)
         kind = _pack_kind(form, check)
         invariant = form.kind in ("must_not", "never")
@@ -286,10 +301,10 @@ def compile_spec(
         # file is named in the pack's header and the manifest).
         where = f"§ {sentence.section}" if sentence.section else ""
         pack_clause = Clause(
-            id=cid, text=part, source=where, kind=kind, layer=clause_layer, trigger=detection.condition,
-            obligation=cond, invariant=invariant,
+            id=cid, text=_shown(part, check, sentence.lang), source=where, kind=kind, layer=clause_layer,
+            trigger=detection.condition, obligation=cond, invariant=invariant,
             description=(f"Compiled ({form.kind}, {form.polarity}). Trigger: {detection.note}. "
-                         f"Obligation: {check.note}."),
+                         f"Obligation: {check.note}." + (f" {scope_note}" if scope_note else "")),
         )
         clauses.append(CompiledClause(
             id=cid, kind=form.kind, polarity=form.polarity, trigger=_trigger_text(form, detection),
@@ -304,3 +319,87 @@ def compile_spec(
         source=source, sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), tools=vocab.tools,
         clauses=tuple(clauses), uncompiled=tuple(uncompiled), sentences=rules,
     )
+
+
+_Draft = tuple[Sentence, str, Form, Detection, Check]
+
+
+def _expand(drafts: Sequence[_Draft], scopes: Sequence[tuple[Sentence, str]],
+            ) -> tuple[list[tuple[Sentence, str, Form, Detection, Check, str, str]], list[Uncompiled]]:
+    """Each draft as the clauses it becomes (`_variants`: with its id suffix and review note), and the scope
+    sentences that changed no clause, listed uncompiled with that reason."""
+    gained: set[int] = set()
+    expanded: list[tuple[Sentence, str, Form, Detection, Check, str, str]] = []
+    for draft in drafts:
+        # A scope sentence names the rules before it, in another language than its own.
+        scoped = [(s.line, lang) for s, lang in scopes if draft[0].line < s.line and draft[0].lang != lang]
+        for suffix, check, note in _variants(draft[4], scoped):
+            expanded.append((*draft[:4], check, suffix, note))
+            if "The phrasing of line" in note:
+                gained.update(line for line, _ in scoped)
+    unscoped = [Uncompiled(line=s.line, sentence=s.text, reason=(
+        f"a scope sentence (the rules before it apply to {'English' if lang == 'en' else 'Chinese'} answers too): "
+        "no clause before it quotes a phrase the compiler can translate, so they check the spec's language only"))
+        for s, lang in scopes if s.line not in gained]
+    return expanded, unscoped
+
+
+def _part_id(form: Form, part: str, suffix: str, section: str, seen: set[str]) -> str:
+    """A clause's id; a conjunction part's (`suffix`): the sentence's id and the part's name."""
+    if not suffix:
+        return _unique_clause_id(form, part, section, seen)
+    cid, n = f"{_clause_id(form, part)}_{suffix}", 2
+    while cid in seen:
+        cid, n = f"{_clause_id(form, part)}_{suffix}_{n}", n + 1
+    return cid
+
+
+def _shown(part: str, check: Check, lang: str) -> str:
+    """A clause's text: the sentence, with the part a conjunction's clause checks."""
+    if not check.parts:
+        return part
+    return f"{part}（{check.parts[0]}）" if lang == "zh" else f"{part} ({check.parts[0]})"
+
+
+def _ascii_slug(text: str) -> str:
+    return "_".join(re.findall(r"[a-z0-9]+", text.lower()))[:24].strip("_")
+
+
+def _variants(check: Check, scopes: Sequence[tuple[int, str]]) -> list[tuple[str, Check, str]]:
+    """(id suffix, check, note) of each clause a draft becomes: one per part of a conjunction (the part named in
+    the suffix), else the draft itself; with the phrasing of the scope sentences after it (`scopes`: their line and
+    the language they extend the rules to)."""
+    langs = tuple(dict.fromkeys(lang for _, lang in scopes))
+    lines = ", ".join(str(line) for line, _ in scopes)
+
+    def widened(phrases: tuple[str, ...]) -> tuple[tuple[str, ...], str]:
+        extra = tuple(t for p in phrases for lang in langs for t in translations(p, lang) if t not in phrases)
+        if not langs:
+            return phrases, ""
+        names = " and ".join("English" if lang == "en" else "Chinese" for lang in langs)
+        if extra:
+            return (*phrases, *dict.fromkeys(extra)), (
+                f"The phrasing of line {lines} ({names} answers too): also {', '.join(dict.fromkeys(extra))}.")
+        return phrases, (f"Line {lines} extends it to {names} answers, but the compiler knows no translation of "
+                         f"{', '.join(repr(p) for p in phrases)}: it checks the spec's language only.")
+
+    if check.parts:
+        out: list[tuple[str, Check, str]] = []
+        for k, part in enumerate(check.parts, start=1):
+            phrases, note = widened((part,))
+            named = next((t for t in translations(part, "en")), part)
+            suffix = _ascii_slug(named) or f"part{k}"
+            part_note = (f"Part {k} of {len(check.parts)} ({', '.join(check.parts)}): the sentence holds where "
+                         "every part holds. " + note).strip()
+            cond = ClauseCondition(regex=phrase_regex(phrases), fields=check.condition.fields)
+            out.append((suffix, Check(cond, check.how, f"'{part}' in the answer", check.layer, check.trigger,
+                                      check.missing_rule, phrases=phrases, parts=(part,)), part_note))
+        return out
+    if check.how != "matcher" or not check.phrases or not langs:
+        return [("", check, "")]
+    phrases, note = widened(check.phrases)
+    if check.condition.lexicon is not None and phrases == check.phrases:
+        return [("", check, "")]  # the lexicon has every language's patterns
+    cond = check.condition.model_copy(update={"regex": phrase_regex(phrases)})
+    return [("", Check(cond, check.how, check.note, check.layer, check.trigger, check.missing_rule,
+                       phrases=phrases), note)]

@@ -16,6 +16,13 @@ where the spec sets none.
   states another value than the pack, the spec's value wins and the merge says so. A pack clause the spec covers
   only in part keeps the parameters the spec does not state.
 
+- One behaviour under one clause: a compiled clause that restricts the same behaviour as a base-pack clause (what
+  an `only_if` clause allows only under its condition, or what a `must_not` clause forbids in every unit; both
+  found by the same built-in matcher: the same tool names, or text matchers on the same fields that the pack's
+  lexicon or regex covers) is the pack's clause: the pack's clause runs once, citing the spec's lines as its
+  sources, and every compiled clause of that behaviour is dropped (listed in the merge). Two clauses counting the
+  same answers under two names would report one behaviour twice, at two rates.
+
 Pure: the same compiled clauses and base pack give the same result.
 """
 
@@ -25,7 +32,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from agent_factory.factory.compile.model import CompiledClause, MergedCheck
+from agent_factory.evaluators.provenance.normalize import normalize
+from agent_factory.factory.compile.detect import ANY_TEXT, DetectorHow
+from agent_factory.factory.compile.model import Check as CheckModel
+from agent_factory.factory.compile.model import CompiledClause, Detector, MergedCheck
 from agent_factory.knowledge_packs.model import Clause, ClauseCondition, KnowledgePack, compile_pattern
 
 
@@ -151,6 +161,88 @@ def _take_over_matcher(c: CompiledClause, pack: Clause) -> CompiledClause:
     return c.model_copy(update={"id": pack.id, "clause": clause, "invariant": pack.invariant or c.invariant})
 
 
+def _every_unit(cond: ClauseCondition) -> bool:
+    """A trigger that holds wherever there is text (the compiler's `always`)."""
+    return (cond.rule is None and cond.lexicon is None and not cond.tool_names and not cond.attribute_present
+            and not cond.attribute_equals and cond.regex in (ANY_TEXT, r"\S", ".", r"[\s\S]"))
+
+
+def behaviour(clause: Clause) -> ClauseCondition | None:
+    """The behaviour a clause restricts, when a built-in matcher finds it: an `only_if` clause's trigger (allowed
+    only under the condition), a `must_not` clause's obligation when it applies to every unit (forbidden); else
+    None (a rule's check is compared by its rule and parameters instead)."""
+    if clause.kind == "only_if":
+        cond = clause.trigger
+    elif clause.kind == "must_not" and _every_unit(clause.trigger):
+        cond = clause.obligation
+    else:
+        return None
+    return cond if cond.rule is None and cond.rule_checkable() else None
+
+
+def _literals(regex: str) -> list[str] | None:
+    r"""The texts an alternation of plain literals matches (`\bfoo\s+bar\b|baz`), else None."""
+    out: list[str] = []
+    for branch in regex.split("|"):
+        plain = _literal(branch.replace(r"\b", "").replace(r"\s+", " "))
+        if plain is None or not plain.strip():
+            return None
+        out.append(plain)
+    return out
+
+
+def _pack_patterns(cond: ClauseCondition, base: KnowledgePack) -> list[str]:
+    patterns = [cond.regex] if cond.regex is not None else []
+    if cond.lexicon is not None:
+        patterns += [e.pattern for lang in sorted(base.lexicons)
+                     for e in getattr(base.lexicons[lang], cond.lexicon)]
+    return patterns
+
+
+def same_behaviour(compiled: Clause, pack: Clause, base: KnowledgePack) -> bool:
+    """Whether a compiled clause restricts the behaviour a pack clause restricts (see the module docstring): the
+    same tool names, or text matchers on shared fields whose every literal the pack's lexicon or regex matches."""
+    mine, theirs = behaviour(compiled), behaviour(pack)
+    if mine is None or theirs is None or compiled.layer != pack.layer:
+        return False
+    if mine.attribute_present or mine.attribute_equals or theirs.attribute_present or theirs.attribute_equals:
+        return False
+    if mine.tool_names or theirs.tool_names:
+        return (sorted(mine.tool_names) == sorted(theirs.tool_names) and mine.lexicon is None
+                and mine.regex is None and theirs.lexicon is None and theirs.regex is None)
+    if not set(mine.fields) & set(theirs.fields) or (mine.lexicon is not None and mine.lexicon != theirs.lexicon):
+        return False
+    if mine.regex is None or mine.regex == theirs.regex:
+        return mine.lexicon is not None or mine.regex is not None
+    literals = _literals(mine.regex)
+    patterns = [compile_pattern(p) for p in _pack_patterns(theirs, base)]
+    return literals is not None and all(any(p.search(normalize(t).text) for p in patterns) for t in literals)
+
+
+def _as_pack_clause(c: CompiledClause, pack: Clause, lines: Sequence[int]) -> CompiledClause:
+    """The pack's clause in place of `c`, citing the spec's lines that state the same behaviour."""
+    where = ", ".join(str(n) for n in lines)
+    spec = f"{c.clause.source} " if c.clause.source else ""
+    ob = pack.obligation
+    clause = pack.model_copy(update={
+        "source": f"{pack.source}; the spec's {spec}line {where}".strip("; "),
+        "invariant": pack.invariant or c.clause.invariant,
+        "description": f"{pack.description} The spec states the same behaviour (line {where}): run once, as this "
+                       "clause.".strip(),
+    })
+    how = "rule" if ob.rule is not None else "matcher" if ob.rule_checkable() else "model"
+    trig = pack.trigger
+    detected: DetectorHow = ("any_tool" if "*" in trig.tool_names else "tool" if trig.tool_names
+                             else "lexicon" if trig.lexicon is not None else "regex" if trig.regex is not None
+                             else "attribute")
+    return c.model_copy(update={
+        "id": pack.id, "kind": pack.kind, "polarity": "avoid" if pack.kind == "must_not" else "do",
+        "trigger": trig.describe(), "obligation": pack.text, "invariant": clause.invariant,
+        "detector": Detector(how=detected, note=trig.describe()),
+        "check": CheckModel(how=how, note=check_text(ob), rule=ob.rule), "clause": clause,
+    })
+
+
 def merge_checks(
     clauses: Sequence[CompiledClause], base: KnowledgePack,
 ) -> tuple[tuple[CompiledClause, ...], tuple[Clause, ...], tuple[MergedCheck, ...]]:
@@ -159,8 +251,25 @@ def merge_checks(
     taken: set[str] = set()
     overrides: list[Clause] = []
     own_ids = {c.id for c in kept}
+    gone: set[str] = set()
     for pack in base.clauses:
         if pack.id in own_ids:
+            continue
+        alike = [c for c in kept if c.id not in taken and c.id not in gone and same_behaviour(c.clause, pack, base)]
+        if alike:
+            lines = sorted({c.source_line for c in alike})
+            taker = alike[0]
+            taken.add(taker.id)
+            gone.update(c.id for c in alike[1:])
+            kept[kept.index(taker)] = _as_pack_clause(taker, pack, lines)
+            merges.append(MergedCheck(
+                kept=pack.id, source_line=taker.source_line, pack_clause=pack.id,
+                dropped=tuple(c.id for c in alike if c is not taker) + (taker.id,), lines=tuple(lines),
+                check=check_text(pack.obligation),
+                note=f"the spec's line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} "
+                     f"restrict{'' if len(lines) > 1 else 's'} the behaviour the base pack's clause {pack.id} "
+                     f"restricts ({pack.trigger.describe() if pack.kind == 'only_if' else 'its obligation'}"
+                     "): one behaviour under one clause, the pack's"))
             continue
         if pack.obligation.rule is None:
             twin = next((c for c in kept if c.id not in taken and same_matcher_check(c.clause, pack)), None)
@@ -214,8 +323,9 @@ def merge_checks(
                      if len(same) > 1 else "")
                   + (f"; {'; '.join(conflicts)} (the spec's value wins)" if conflicts else ""))))
     renamed = {old.id: new.id for old, new in zip(_dedupe(clauses)[0], kept, strict=True) if old.id != new.id}
+    kept = [c for c in kept if c.id not in gone]
     return tuple(kept), tuple(overrides), _combined(m.model_copy(update={"kept": renamed.get(m.kept, m.kept)})
-                                                     for m in merges)
+                                                     for m in merges if m.kept not in gone)
 
 
 def _combined(merges: Iterable[MergedCheck]) -> tuple[MergedCheck, ...]:

@@ -119,3 +119,57 @@ def mode_value(word: str, *, modes: tuple[str, ...], aliases: dict[str, str]) ->
         if re.search(r"[\u4e00-\u9fff]", key):
             return (group[0], word)
     return word if re.search(r"[\u4e00-\u9fff]", word) else key
+
+
+# ---- conjunctions and scope sentences ----------------------------------------------------------------------
+
+CONTAIN = re.compile(r"\b(?:contains?|includes?|cover|covers|ha(?:ve|s))\b(?:\s+(?:all\s+of\s+)?(?:the\s+)?"
+                     r"(?:following\s+)?(?:sections?|parts?|headings?|elements?)?\s*:?)?"
+                     r"|(?:包含|包括|含有|涵盖|具备|列出)(?:以下)?(?:几个|这些)?(?:部分|内容|章节)?[：:]?", re.I)
+"""A verb saying what a text must hold ("must contain", 须包含): what follows may be a list of parts."""
+CONJOIN = re.compile(r"\s*(?:,\s*(?:and\s+)?|\band\b|;\s*)\s*|\s*(?:、|，|以及|及|和|与|跟)\s*", re.I)
+"""What joins the parts of a conjunction (en `A, B and C`, zh `A、B和C`)."""
+DISJOIN = re.compile(r"\bor\b|\beither\b|或者?|或是|还是|之一|任一|任何一", re.I)
+"""A list joined by `or` names alternatives, not parts that must all be present."""
+PARTS_TAIL = re.compile(r"\s*(?:(?:这|等|共)?[一二三四五六七八九十两\d]+\s*(?:个|项|节)?\s*"
+                        r"(?:部分|章节|小节|内容|方面|要素)|(?:等|这些)?(?:部分|章节|内容|要素)|(?:\b(?:as\s+)?(?:sections?|parts?|headings?|"
+                        r"elements?)))\s*$", re.I)
+"""The count or noun closing a list of parts (`四个部分`, `four sections`): not a part itself."""
+
+TRANSLATIONS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("方法", "研究方法", "分析方法", "方法论"), ("method", "methods", "methodology")),
+    (("细分结果", "分项结果"), ("segment results", "segmented results", "breakdown", "breakdowns")),
+    (("风险", "风险提示"), ("risk", "risks")),
+    (("结论", "总结"), ("conclusion", "conclusions")),
+    (("摘要", "概要"), ("summary",)),
+    (("建议", "下一步建议"), ("recommendation", "recommendations", "next steps")),
+    (("背景",), ("background",)),
+    (("数据来源", "数据源"), ("data source", "data sources")),
+)
+"""Report section names in Chinese and English: what a scope sentence ("these requirements apply equally to
+English answers") adds to a clause that quotes a name in the other language. Small on purpose: a name missing
+here keeps its clause in the spec's own language, and the clause says so."""
+
+SCOPE = re.compile(
+    r"\b(?:these|those|the\s+(?:above|preceding)|all\s+(?:of\s+)?(?:these|the\s+above))\s+(?:requirements|rules|"
+    r"instructions|guidelines)\s+(?:\w+\s+){0,2}appl(?:y|ies)\s+(?:\w+\s+){0,2}to\s+(?P<en>english|chinese)\b"
+    r"|(?:这些|以上|上述|前述|所有)(?:要求|规则|规范)\S{0,8}?适用于(?P<zh>英文|英语|中文|汉语)", re.I)
+"""A sentence extending the rules before it to answers in another language."""
+
+
+def scope_language(text: str) -> str | None:
+    """The language (`en` / `zh`) a scope sentence extends the rules before it to, else None."""
+    m = SCOPE.search(text)
+    if m is None:
+        return None
+    word = (m.group("en") or m.group("zh")).casefold()
+    return "en" if word in ("english", "英文", "英语") else "zh"
+
+
+def translations(phrase: str, lang: str) -> tuple[str, ...]:
+    """The phrase's equivalents in `lang` from `TRANSLATIONS` (none when the table does not know it)."""
+    key = phrase.strip().casefold()
+    for zh, en in TRANSLATIONS:
+        if key in zh or key in en:
+            return zh if lang == "zh" else en
+    return ()

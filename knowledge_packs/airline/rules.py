@@ -27,21 +27,11 @@ from agent_factory.evaluators.components.conduct.rules import (
     verdict,
     whole,
 )
+from agent_factory.evaluators.components.conduct.tooluse.followthrough import ASK_REGEX, CONFIRM_REGEX, DENY_REGEX
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
 from agent_factory.knowledge_packs.model import Clause
 
-# Defaults of the confirmation rule's params (English chat); a pack may replace them per clause.
-CONFIRM_REGEX = (
-    r"(?:^|[.!?]\s)\W*(?:yes|yeah|yep|yup|sure|ok(?:ay)?|correct|confirm(?:ed)?|absolutely|definitely)\b"
-    r"|\bi\s+(?:do\s+)?confirm\b|\bconfirmed\b|\bgo\s+ahead\b|\bproceed\b"
-)
-"""An explicit yes in the user's message."""
-DENY_REGEX = r"^\W*(?:no|nope|not\s+yet|don'?t|do\s+not|wait|hold\s+on|cancel\s+that)\b"
-"""A user message that opens with a refusal is never a confirmation, whatever follows."""
-ASK_REGEX = (
-    r"\bconfirm|\bproceed\b|\bgo\s+ahead\b|\bwould\s+you\s+like\b|\bshall\s+i\b|\bshould\s+i\b|\bdo\s+you\s+want\b"
-)
-"""The assistant asking for the go-ahead."""
+# The confirmation regexes are the tool-use checks' defaults too (`conduct.agreed_action`): one definition.
 
 
 def _param(clause: Clause | None, key: str, default: str) -> str:

@@ -439,6 +439,9 @@ def test_simulated_disclosures_and_templates_match_the_truth(tmp_path: Path) -> 
 
 
 AIRLINE_FILE = ("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
+TOOLUSE_CLAUSES = {"write_preconditions_hold", "refusal_justified", "claims_grounded", "write_arguments_grounded",
+                   "looked_before_refusing", "did_what_was_agreed"}
+"""The tool-use clauses: their rules abstain (uncollected, with the reason) where the observed state cannot decide."""
 WRITES = {"book_reservation", "update_reservation_flights", "update_reservation_baggages",
           "update_reservation_passengers", "cancel_reservation", "send_certificate"}
 
@@ -451,8 +454,9 @@ def test_airline_clauses_on_all_128_conversations() -> None:
     rows = rows_for(convs, AIRLINE, "conversation")
     by_id = {c.id: c for c in convs}
     defs = definitions_for(AIRLINE)
-    for row in rows:  # every conversation has collected data for every clause
-        assert all(row.values[d.id] in ("yes", "no", "not_applicable") for d in defs)
+    for row in rows:  # every conversation has collected data for every clause the tool-use rules do not decide
+        assert all(row.values[d.id] in ("yes", "no", "not_applicable") for d in defs
+                   if clause_id_of(d.id) not in TOOLUSE_CLAUSES)
 
     # Independent oracle from the raw JSON: which conversations write, and which mix text with tool calls.
     raw = json.loads(path.read_text(encoding="utf-8"))

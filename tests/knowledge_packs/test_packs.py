@@ -184,8 +184,8 @@ def test_merge_pack_data_rules() -> None:
 def test_unknown_name_lists_valid_names() -> None:
     with pytest.raises(UnknownNameError) as err:
         load_pack("no_such_pack")
-    assert str(err.value) == "unknown knowledge pack 'no_such_pack'; valid: airline, business_analysis, default"
-    assert err.value.valid == ["airline", "business_analysis", "default"]
+    assert str(err.value) == "unknown knowledge pack 'no_such_pack'; valid: airline, business_analysis, default, retail"
+    assert err.value.valid == ["airline", "business_analysis", "default", "retail"]
 
 
 def test_missing_file_is_a_spec_error(tmp_path: Path) -> None:
@@ -268,7 +268,7 @@ def test_bad_entry_points_name_themselves(acme: Path) -> None:
 def test_unknown_name_lists_entry_point_names(acme: Path) -> None:
     with pytest.raises(UnknownNameError) as err:
         load_pack("acme2")
-    assert "acme, acme_raw, acme_str, airline, broken, business_analysis, default, not_a_path" in str(err.value)
+    assert "acme, acme_raw, acme_str, airline, broken, business_analysis, default, not_a_path, retail" in str(err.value)
 
 
 # ---- validation ---------------------------------------------------------------------------------------
@@ -425,7 +425,9 @@ def test_airline_pack_extends_default_with_rule_checkable_clauses() -> None:
     assert pack.name == "airline" and pack.extends == "default"
     assert pack.segments == load_pack("default").segments
     ids = [c.id for c in pack.clauses]
-    assert ids == ["confirm_before_write", "one_tool_call_at_a_time", "no_reply_with_tool_call", "booking_limits"]
+    assert ids == ["confirm_before_write", "one_tool_call_at_a_time", "no_reply_with_tool_call", "booking_limits",
+                   "write_preconditions_hold", "refusal_justified", "claims_grounded", "write_arguments_grounded",
+                   "looked_before_refusing", "did_what_was_agreed"]
     confirm = pack.clauses[0]
     assert confirm.invariant and confirm.kind == "before" and confirm.layer == "conversation"
     assert "cancel_reservation" in confirm.trigger.tool_names and "get_user_details" not in confirm.trigger.tool_names

@@ -18,7 +18,17 @@ from agent_factory.evaluators.components.conduct.metrics import (
     VIOLATIONS,
 )
 from agent_factory.evaluators.core.flags import FlagSpec
-from agent_factory.evaluators.core.present import Block, Line, Pivot, Presentation, Rows, Section, estimate, number
+from agent_factory.evaluators.core.present import (
+    Block,
+    Line,
+    Pivot,
+    Presentation,
+    Rows,
+    Section,
+    estimate,
+    number,
+    units_of,
+)
 
 CLAUSES_SHOWN = 5
 """Violated clauses listed in the summary (most violations first); the rest are counted in one line."""
@@ -51,7 +61,9 @@ def _summary(rows: Rows, flags: Sequence[FlagSpec]) -> list[Line]:
     broken.sort(key=lambda b: (-b[0], b[1], b[2]))
     out = []
     for violations, _, clause, r in broken[:CLAUSES_SHOWN]:
-        head = f"{violations:,} of {r.n or 0:,} turns broke {clause}: C(r) {estimate(r, 'rate', with_n=False)}"
+        # The unit is the layer the clause was judged on (a conversation-level clause counts conversations).
+        head = (f"{violations:,} of {r.n or 0:,} {units_of(r.layer, r.n)} broke {clause}: "
+                f"C(r) {estimate(r, 'rate', with_n=False)}")
         out.append(Line(head, r, quote=texts.get(clause)))
     if len(broken) > CLAUSES_SHOWN:
         rest = broken[CLAUSES_SHOWN:]

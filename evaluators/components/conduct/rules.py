@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any
 
-from agent_factory.adapters.model import Conversation, EvidencePointer, Span, Turn
+from agent_factory.adapters.model import FAILED_STATES, Conversation, EvidencePointer, Span, Turn
 from agent_factory.evaluators.components.conduct.definitions import clause_id_of
 from agent_factory.evaluators.core.memo import memos
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, SpanView, Unit, get_rule, rule
@@ -337,12 +337,22 @@ def clause_obligation(unit: Unit, ctx: RuleContext) -> RuleAnswer:
         return get_rule(ob.rule)(unit, ctx)
     if not ob.rule_checkable():
         return RuleAnswer(None, reason="obligation is judged by a model")
+    if (isinstance(unit, Turn) and unit.delivery in FAILED_STATES and clause.kind != "must_not"
+            and "answer" in ob.fields):
+        # What an answer must contain cannot be missing from an answer that was never delivered: Execution
+        # counts the failed turn; a forbidden text a cut answer still showed is judged below.
+        return RuleAnswer("not_applicable", reason=f"the answer was not delivered ({unit.delivery})")
     hits = pointers(condition_matches(ob, unit, ctx.pack)[1])
     held = not hits if clause.kind == "must_not" else bool(hits)
     if held:
         evidence = capped(hits) if hits else trig.evidence
         return RuleAnswer("yes", evidence=evidence, reason=f"{clause.kind}: obligation held")
-    evidence = capped(hits) if hits else trig.evidence
+    # A `must` text that is missing is cited as the whole text it is missing from (the answer), not where the
+    # trigger fired (a mode attribute says nothing about what the answer lacks); an `only_if` violation cites
+    # the behaviour, which is where its trigger fired.
+    missing = [whole(u, f, t) for u, f, t in _texts(unit, ob.fields)] if (
+        clause.kind == "must" and not hits and (ob.lexicon is not None or ob.regex is not None)) else []
+    evidence = capped(hits) if hits else capped(missing) or trig.evidence
     what = "forbidden condition present" if clause.kind == "must_not" else f"no {describe_matchers(ob)}"
     return RuleAnswer("no", fact=evidence_text(evidence), evidence=evidence, reason=f"{clause.kind}: {what}")
 

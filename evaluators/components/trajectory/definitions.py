@@ -53,10 +53,13 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
        "Does a user request in this session re-ask the request just before it in other or slightly edited words?",
        description="Rule: a request whose character-bigram Jaccard similarity with the previous request is at or "
                    "above the pack's redo_jaccard threshold but is not identical to it (identical ones are "
-                   "verbatim replays). Fact: number of such requests. Evidence: both requests of each pair."),
+                   "verbatim replays). A message that answers the agent (opens with a yes, a no or a choice: the "
+                   "pack's reply lexicon) is a reply, not a resent request. Fact: number of such requests. "
+                   "Evidence: both requests of each pair."),
     _d(VERBATIM_REPLAY, "Does a user resend exactly the request just before it?",
-       description="Rule: equal after Unicode (NFKC), case and whitespace normalisation. Fact: number of such "
-                   "requests. Evidence: both requests of each pair."),
+       description="Rule: equal after Unicode (NFKC), case and whitespace normalisation; a reply to the agent "
+                   "(\"yes\" again after it asked again) is no resent request. Fact: number of such requests. "
+                   "Evidence: both requests of each pair."),
     _d(CONTEXT_REPAIR,
        "Does the user restate or correct context the agent lost or misunderstood (\"I meant...\", \"as I said...\")?",
        tiers=("rule", "small_model"),
@@ -66,8 +69,10 @@ DEFINITIONS: tuple[DataDefinition, ...] = (
                    "this item in rules_decide: then no."),
     _d(CLARIFICATION_LOOP,
        "Does the agent ask the user to clarify, the user answer, and the agent ask again?",
-       description="Rule: an answer matching the pack's clarification lexicon that the user answers (a request "
-                   "follows it) is one clarification exchange; two or more exchanges in a session are a loop. "
+       description="Rule: an answer matching the pack's clarification lexicon (the agent asks what the user "
+                   "meant or for missing information; asking for a yes on an action it restated is a "
+                   "confirmation, not a clarification) that the user answers (a request follows it) is one "
+                   "clarification exchange; two or more exchanges in a session are a loop. "
                    "Fact: exchanges beyond the first. Evidence: the clarifying phrases and the user's answers."),
     _d(SESSION_TERMINATION, "Does the session end right after a turn whose answer failed to reach the user?",
        description="Rule: the last turn's delivery state is a failure (empty, error, truncated). A hand-off to a "

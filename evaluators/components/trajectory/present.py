@@ -35,6 +35,7 @@ from agent_factory.evaluators.core.present import (
     estimate,
     fmt,
     number,
+    units_of,
 )
 
 
@@ -50,12 +51,14 @@ def _summary(rows: Rows, flags: Sequence[FlagSpec]) -> list[Line]:
     if known:
         first = known[0][1]
         parts = ", ".join(f"{k} {estimate(r, 'rate', with_n=False)}" for k, r in known)
-        out.append(Line(f"{parts}, n={first.n or 0:,} sessions", first))
+        # The count goes on a line of its own: with it, the three shares overflow a summary line.
+        out.append(Line(parts, first))
         cens, und = number(rows.get(CENSORED)), number(rows.get(UNDETERMINED))
         tail = [f"{fmt(cens, 'rate')} censored (still open)" if cens else "",
                 f"{fmt(und, 'rate')} undetermined" if und else ""]
-        if any(tail):
-            out.append(Line("  " + ", ".join(t for t in tail if t) + ": no outcome, never guessed"))
+        count = f"  n={first.n or 0:,} {units_of(first.layer, first.n)}"
+        out.append(Line(count + ("; " + ", ".join(t for t in tail if t) + ": no outcome, never guessed"
+                                 if any(tail) else "")))
     after_f, after_s = rows.get(REPLAY_FAILURE), rows.get(REPLAY_SUCCESS)
     if decided(after_f) and decided(after_s):
         out.append(Line(f"replay after a failed turn {estimate(after_f, 'rate')} vs after success "

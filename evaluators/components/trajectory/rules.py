@@ -44,10 +44,10 @@ from agent_factory.evaluators.provenance import normalize as _norm
 from agent_factory.evaluators.stats import bigram_jaccard, normalize_text
 from agent_factory.knowledge_packs import KnowledgePack, compile_pattern
 
-VERSION = f"3+norm{_norm.VERSION}"
+VERSION = f"4+norm{_norm.VERSION}"
 """Version of these rules, including the text normalization the lexicons match on."""
 
-LexiconKind = Literal["frustration", "abandonment", "clarification", "context_repair"]
+LexiconKind = Literal["frustration", "abandonment", "clarification", "context_repair", "reply"]
 """The pack lexicons Trajectory reads."""
 ReplayKind = Literal["verbatim", "near"]
 
@@ -93,11 +93,31 @@ def replay_kind(previous: str | None, current: str | None, threshold: float) -> 
     return "near" if bigram_jaccard(a, b) >= threshold else None
 
 
+def answers_the_agent(prev: Turn, cur: Turn, pack: KnowledgePack) -> bool:
+    """Whether `cur`'s message is the user's answer to what the agent just said (`prev`'s answer): it opens with
+    a yes, a no or a pick among options (the pack's `reply` lexicon) and repairs no context.
+
+    No question mark is required: agents ask for the go-ahead in the imperative ("Please confirm if you'd like
+    me to proceed."), and a message opening with a yes answers whatever form the question took. A correction
+    ("No, I meant Q3") opens like a no but restates the user's request, so it stays a request."""
+    if not (prev.answer or "").strip():
+        return False
+    reply, repair = (find_lexicon(cur.request, kind=kind, pack=pack, unit_id=cur.id, field="request")
+                     for kind in ("reply", "context_repair"))
+    return reply is not None and repair is None
+
+
 def replays(conv: Conversation, pack: KnowledgePack) -> list[tuple[Turn, Turn, ReplayKind]]:
-    """(previous turn, turn, kind) for every turn that resends the request just before it."""
+    """(previous turn, turn, kind) for every turn that resends the request just before it.
+
+    A replay resends the user's request. A message that answers the question the agent just asked ("yes,
+    please proceed" after "shall I proceed?", asked again and confirmed again) is a reply, not a resend, however
+    much it resembles the previous reply."""
     threshold = pack.thresholds.redo_jaccard
     out = []
     for prev, cur in pairwise(conv.turns):
+        if answers_the_agent(prev, cur, pack):
+            continue
         kind = replay_kind(prev.request, cur.request, threshold)
         if kind is not None:
             out.append((prev, cur, kind))

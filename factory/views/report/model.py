@@ -10,14 +10,16 @@ from typing import Any
 
 from pydantic import Field
 
+from agent_factory.evaluators.core.present import units_of
 from agent_factory.evaluators.findings import Association
 from agent_factory.factory.views.results import ResultRow, StoreFacts
 from agent_factory.frozen import Frozen
 
 LAYERS = ("span", "trace", "conversation", "engagement")
 """The four layers, lowest first."""
-LAYER_NAMES = {"span": "spans", "trace": "turns", "conversation": "sessions", "engagement": "users"}
-"""How the report names each layer's units (the study's layer table: turns / sessions / users)."""
+LAYER_NAMES = {layer: units_of(layer) for layer in LAYERS}
+"""How the report names each layer's units (spans / turns / conversations / users), as every view does
+(`evaluators.core.present.UNIT_NAMES`)."""
 
 
 class Quote(Frozen):

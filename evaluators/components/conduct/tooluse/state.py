@@ -52,11 +52,13 @@ class Step:
 
     def pointer(self, start: int | None = None, end: int | None = None) -> EvidencePointer:
         """The step's text (or the characters `start:end` of it)."""
-        return EvidencePointer(unit_id=self.unit_id, field=self.field, start=start, end=end)
+        return EvidencePointer(unit_id=self.unit_id, field=self.field, start=start or 0,
+                               end=len(self.text) if end is None else end)
 
     def output_pointer(self, start: int | None = None, end: int | None = None) -> EvidencePointer:
         """A call's result (or the characters `start:end` of it)."""
-        return EvidencePointer(unit_id=self.unit_id, field="output", start=start, end=end)
+        return EvidencePointer(unit_id=self.unit_id, field="output", start=start or 0,
+                               end=len(self.output_text) if end is None else end)
 
 
 def _json(text: str | None) -> Any:
