@@ -238,12 +238,23 @@ def test_retail_invented_payment_method_cited_in_the_input() -> None:
         call("get_order_details", {"order_id": "#W2378156"}, 1), result("get_order_details", ORDER, 1),
         call("return_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680"],
                                               "payment_method_id": "credit_card_2478"}, 2),
-        result("return_delivered_order_items", "Error: payment method not found", 2),
+        result("return_delivered_order_items", {"order_id": "#W2378156", "status": "return requested"}, 2),
     )
     ans = write_arguments_grounded(conv, ctx(RETAIL))
     assert ans.value == "no"
     assert cited(conv, ans) == ['"credit_card_2478"']
     assert "payment_method_id='credit_card_2478'" in str(ans.fact)
+    # The same call rejected by the tool changed nothing: its error is Execution's span_error, not a second flag.
+    rejected = conversation(*[m for m in conv_messages_of_rejected()])
+    assert write_arguments_grounded(rejected, ctx(RETAIL)).value == "not_applicable"
+
+
+def conv_messages_of_rejected() -> list[object]:
+    return [("user", "Return the keyboard of order #W2378156 to my card ending 2478."),
+            call("get_order_details", {"order_id": "#W2378156"}, 1), result("get_order_details", ORDER, 1),
+            call("return_delivered_order_items", {"order_id": "#W2378156", "item_ids": ["1151293680"],
+                                                  "payment_method_id": "credit_card_2478"}, 2),
+            result("return_delivered_order_items", "Error: payment method not found", 2)]
 
 
 def test_airline_booking_names_dates_and_sum_seen_vocabulary_skipped() -> None:
@@ -273,7 +284,7 @@ def test_airline_invented_amount_and_certificate() -> None:
         call("book_reservation", {
             "user_id": "yusuf_rossi_9620", "flights": [{"flight_number": "HAT023", "date": "2024-05-20"}],
             "payment_methods": [{"payment_id": "certificate_1111111", "amount": 777}]}, 2),
-        result("book_reservation", "Error: payment method not found", 2),
+        result("book_reservation", {"reservation_id": "NEW002"}, 2),
     )
     ans = write_arguments_grounded(conv, ctx(AIRLINE))
     assert ans.value == "no"
@@ -301,7 +312,7 @@ def test_rules_are_registered() -> None:
 # ---- the shared set -----------------------------------------------------------------------------------------
 
 
-def test_tau_airline_invented_payment_id_is_cited_before_the_tool_rejects_it() -> None:
+def test_tau_airline_invented_values_are_read_on_writes_that_took_effect() -> None:
     path = shared_data("tau-bench-airline-gpt4o", "gpt-4o-airline.json")
     records = json.loads(path.read_text())
     airline = load_pack(PACKS / "airline" / "pack.yaml")
@@ -309,22 +320,25 @@ def test_tau_airline_invented_payment_id_is_cited_before_the_tool_rejects_it() -
         airline = airline.model_copy(update={"tools": AIRLINE})
     clause = [d for d in definitions_for(airline) if d.id == "conduct.write_arguments_grounded.obligation"]
     context = RuleContext(pack=airline, definition=clause[0] if clause else DEFINITION)
-    raised = rejected = 0
+    decided = 0
     for rec in records:
         conv = _tau_conversation(rec)
         ans = write_arguments_grounded(conv, context)
+        decided += ans.value in ("yes", "no")
         if ans.value != "no":
             continue
-        raised += 1
         steps = {s.unit_id: s for s in timeline(conv)}
         for p in ans.evidence:
             assert isinstance(p, EvidencePointer) and p.field == "input"
             step = steps[p.unit_id]
-            assert step.kind == "call" and step.name in airline.tools.write
+            assert step.kind == "call" and step.name in airline.tools.write and not step.failed
             assert step.text[p.start:p.end].strip('"') in str(ans.fact)  # the fact names the value cited
-            rejected += step.failed
-    # The invented payment ids of the shared set are the values the tool then rejected ("payment method not found").
-    assert raised >= 1 and rejected >= 1
+    # The shared set's invented payment ids (tau-20-1, tau-26-0: "payment method not found") were rejected by the
+    # tool: Execution's span_error, not this flag, which reads the writes that took effect.
+    by_id = {f"tau-{r['task_id']}-{r['trial']}": r for r in records}
+    for cid in ("tau-20-1", "tau-26-0"):
+        assert write_arguments_grounded(_tau_conversation(by_id[cid]), context).value != "no"
+    assert decided > 50
 
 
 def test_two_spellings_of_a_term_are_one_claim() -> None:

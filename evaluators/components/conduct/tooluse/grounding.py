@@ -497,7 +497,9 @@ def write_arguments_grounded(unit: object, ctx: RuleContext) -> RuleAnswer:
     user message (or asked of a read tool that answered), a number there or following from tool outputs by one of
     `DERIVATIONS`. Booleans, counts 0-9 and
     lowercase vocabulary values (an enumeration the tool fixes) carry nothing invented and are skipped. `no` cites
-    each invented value's characters in the call's input; `yes` cites the calls."""
+    each invented value's characters in the call's input; `yes` cites the calls. A call the tool rejected changed
+    nothing and is Execution's event already (`execution.span_error`): one event, one flag, so only writes that
+    took effect are read."""
     if not isinstance(unit, Conversation):
         return RuleAnswer(None, reason="conduct.write_arguments_grounded needs a conversation unit")
     tools = ctx.pack.tools
@@ -511,7 +513,7 @@ def write_arguments_grounded(unit: object, ctx: RuleContext) -> RuleAnswer:
     what: list[str] = []
     n = unreadable = violating = 0
     for s, shown, _ in shown_by_step(timeline(unit), tools):
-        if s.kind != "call" or not tool_matches(s.name, names):
+        if s.kind != "call" or s.failed or not tool_matches(s.name, names):
             continue
         n += 1
         if not isinstance(s.args, dict):
@@ -526,7 +528,7 @@ def write_arguments_grounded(unit: object, ctx: RuleContext) -> RuleAnswer:
             bad.append(_locate(s, v))
             what.append(f"{s.name}.{p}={v!r}")
     if n == 0:
-        return RuleAnswer("not_applicable", reason="no write call")
+        return RuleAnswer("not_applicable", reason="no write call took effect")
     if violating:
         listed = ", ".join(what[:10])
         return RuleAnswer("no", fact=f"{len(what)} argument value(s) seen in no earlier tool output or user "
