@@ -11,6 +11,7 @@ so a bad pattern fails at load time, naming its field, instead of at the first t
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Callable
 from functools import lru_cache
@@ -300,6 +301,11 @@ class HandoffPolicy(Frozen):
     span_names: tuple[str, ...] = ()
     """Names of hand-off spans (agent frameworks' hand-off steps): the turn is `handed_off` only when no answer
     was delivered after it, since a hand-off between agents usually ends in the next agent's answer."""
+
+    def hands_off(self, tool_name: str | None) -> bool:
+        """Whether a call of `tool_name` hands the user to a person (one of `tool_names`, case-insensitive)."""
+        low = (tool_name or "").strip().lower()
+        return bool(low) and any(fnmatch.fnmatchcase(low, g.lower()) for g in self.tool_names)
 
 
 class Thresholds(Frozen):

@@ -40,7 +40,7 @@ def handoff_span(turn: Turn, pack: KnowledgePack) -> Span | None:
     for span in turn.spans:
         if span.status == "error":
             continue
-        if span.kind == "tool" and any(_matches(n, policy.tool_names) for n in _tool_names(span)):
+        if span.kind == "tool" and any(policy.hands_off(n) for n in _tool_names(span)):
             return span
         if span.kind != "tool" and _matches(span.name, policy.span_names) and turn.delivery != "delivered":
             return span

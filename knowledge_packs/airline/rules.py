@@ -20,6 +20,7 @@ import json
 from agent_factory.adapters.model import Conversation, EvidencePointer
 from agent_factory.evaluators.components.conduct.rules import (
     clause_of,
+    clause_param,
     first_match,
     is_tool_call,
     missing_clause,
@@ -29,14 +30,8 @@ from agent_factory.evaluators.components.conduct.rules import (
 )
 from agent_factory.evaluators.components.conduct.tooluse.followthrough import ASK_REGEX, CONFIRM_REGEX, DENY_REGEX
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
-from agent_factory.knowledge_packs.model import Clause
 
 # The confirmation regexes are the tool-use checks' defaults too (`conduct.agreed_action`): one definition.
-
-
-def _param(clause: Clause | None, key: str, default: str) -> str:
-    value = clause.obligation.params.get(key) if clause is not None else None
-    return value if isinstance(value, str) else default
 
 
 @rule("conduct.confirmed_before_action", layers=("conversation",), needs_trigger_tools=True,
@@ -58,8 +53,8 @@ def confirmed_before_action(unit: object, ctx: RuleContext) -> RuleAnswer:
     names = clause.trigger.tool_names if clause is not None else ()
     if not names:
         return RuleAnswer("uncollected", reason="the clause's trigger lists no tool names (the actions to confirm)")
-    confirm, ask = _param(clause, "confirm_regex", CONFIRM_REGEX), _param(clause, "ask_regex", ASK_REGEX)
-    deny = _param(clause, "deny_regex", DENY_REGEX)
+    confirm, ask = clause_param(clause, "confirm_regex", CONFIRM_REGEX), clause_param(clause, "ask_regex", ASK_REGEX)
+    deny = clause_param(clause, "deny_regex", DENY_REGEX)
     bad: list[EvidencePointer] = []
     good: list[EvidencePointer] = []
     n = violating = 0

@@ -287,6 +287,12 @@ def clause_of(ctx: RuleContext) -> Clause | None:
     return ctx.pack.clause(cid) if cid is not None else None
 
 
+def clause_param(clause: Clause | None, key: str, default: str) -> str:
+    """A string parameter of the clause's obligation (a regex a pack overrides), else `default`."""
+    value = clause.obligation.params.get(key) if clause is not None else None
+    return value if isinstance(value, str) else default
+
+
 def missing_clause(ctx: RuleContext) -> RuleAnswer:
     """The answer of a clause rule whose clause is not in the context's pack."""
     return RuleAnswer("uncollected", reason=f"{ctx.definition.id}: no such clause in pack {ctx.pack.name!r}")

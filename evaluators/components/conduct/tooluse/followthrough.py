@@ -36,11 +36,23 @@ from functools import lru_cache
 from typing import Any
 
 from agent_factory.adapters.model import Conversation, EvidencePointer
-from agent_factory.evaluators.components.conduct.rules import capped, clause_of, evidence_text, find, first_match
-from agent_factory.evaluators.components.conduct.tooluse.state import Step, leaves, timeline, tool_matches
+from agent_factory.evaluators.components.conduct.rules import (
+    capped,
+    clause_of,
+    clause_param,
+    evidence_text,
+    find,
+    first_match,
+)
+from agent_factory.evaluators.components.conduct.tooluse.state import (
+    Step,
+    leaves,
+    lexicon_patterns,
+    timeline,
+    tool_matches,
+)
 from agent_factory.evaluators.core.registry import RuleAnswer, RuleContext, rule
-from agent_factory.knowledge_packs import KnowledgePack
-from agent_factory.knowledge_packs.model import Clause
+from agent_factory.knowledge_packs.model import HandoffPolicy
 from agent_factory.knowledge_packs.tools import ToolPolicy
 
 # Defaults of the confirmation params (English chat); a pack may replace them per clause.
@@ -92,11 +104,6 @@ def _ids_in(text: str, tools: ToolPolicy) -> list[tuple[str, str, int, int]]:
             for name, p in tools.id_patterns.items() for m in _id_regex(p).finditer(text) if m.end() > m.start()]
 
 
-def _whole(step: Step) -> EvidencePointer:
-    # `Step.pointer()` without a range gives no characters: cite the whole text explicitly.
-    return step.pointer(0, len(step.text))
-
-
 def _matches(patterns: Sequence[str], text: str, step: Step) -> list[EvidencePointer]:
     hits: list[EvidencePointer] = []
     for p in patterns:
@@ -105,10 +112,6 @@ def _matches(patterns: Sequence[str], text: str, step: Step) -> list[EvidencePoi
 
 
 # ---- gave up without looking ------------------------------------------------------------------------------------
-
-
-def _deflection_patterns(pack: KnowledgePack) -> tuple[str, ...]:
-    return tuple(p.pattern for lex in pack.lexicons.values() for p in lex.deflection)
 
 
 def _subject(step: Step, tools: ToolPolicy) -> EvidencePointer | None:
@@ -168,7 +171,7 @@ def deflections(steps: Sequence[Step], tools: ToolPolicy, patterns: Sequence[str
                 yield Deflection(hits[0], request, lookup)
     if request is not None and lookup is None and first_reply is not None and tools.read and not deflected and (
             identified or replies >= NEVER_LOOKED_REPLIES):
-        yield Deflection(_whole(first_reply), request, None, never_looked=True)
+        yield Deflection(first_reply.pointer(), request, None, never_looked=True)
 
 
 def _deflection_setup(unit: object, ctx: RuleContext, name: str) -> list[Deflection] | RuleAnswer:
@@ -179,7 +182,7 @@ def _deflection_setup(unit: object, ctx: RuleContext, name: str) -> list[Deflect
     if not tools.subject_patterns and not tools.id_patterns:
         return RuleAnswer(None, reason=f"{name}: the pack's tools declare neither subject_patterns nor id_patterns "
                                        "(what a request about the user's own records looks like)")
-    patterns = _deflection_patterns(ctx.pack)
+    patterns = lexicon_patterns(ctx.pack, "deflection")
     if not patterns:
         return RuleAnswer(None, reason=f"{name}: pack {ctx.pack.name!r} has no `deflection` lexicon")
     return list(deflections(timeline(conversation), tools, patterns))
@@ -223,17 +226,14 @@ def looked_before_refusing(unit: object, ctx: RuleContext) -> RuleAnswer:
                    f"{evidence_text(evidence)}")
         return RuleAnswer("no", fact=float(len(blind)), evidence=evidence, reason=why)
     looked = [d.lookup for d in found if d.lookup is not None]
-    evidence = capped([p for d in found for p in (d.message,)] + [_whole(looked[0])])
+    evidence = capped([p for d in found for p in (d.message,)] + [looked[0].pointer()])
     return RuleAnswer("yes", evidence=evidence, reason=f"all {len(found)} deflection(s) follow a lookup "
                                                        f"({looked[0].name})")
 
 
+_NO_HANDOFF = HandoffPolicy()
+
 # ---- said is not done -------------------------------------------------------------------------------------------
-
-
-def _param(clause: Clause | None, key: str, default: str) -> str:
-    value = clause.obligation.params.get(key) if clause is not None else None
-    return value if isinstance(value, str) else default
 
 
 @dataclass(frozen=True)
@@ -262,15 +262,8 @@ def _names_write(step: Step, tools: ToolPolicy) -> EvidencePointer | None:
     return step.pointer(ids[0][2], ids[0][3]) if ids else None
 
 
-def _handoff(name: str, globs: Sequence[str]) -> bool:
-    from fnmatch import fnmatchcase
-
-    # Hand-off tool names are case-insensitive globs (`HandoffPolicy`).
-    return any(fnmatchcase(name.lower(), g.lower()) for g in globs)
-
-
 def agreements(steps: Sequence[Step], tools: ToolPolicy, *, confirm: str, deny: str, ask: str,
-               handoff: Sequence[str] = ()) -> list[Agreement]:
+               handoff: HandoffPolicy = _NO_HANDOFF) -> list[Agreement]:
     """Every agreement of a conversation, with the writes that followed it (module docstring).
 
     An agreement's writes are the write calls after its yes up to the user's next message that is not itself a
@@ -301,7 +294,7 @@ def agreements(steps: Sequence[Step], tools: ToolPolicy, *, confirm: str, deny: 
         elif s.kind == "call":
             if pending is not None and tool_matches(s.name, tools.write) and not (answered and writes):
                 writes.append(s)
-            elif pending is not None and not writes and _handoff(s.name, handoff):
+            elif pending is not None and not writes and handoff.hands_off(s.name):
                 pending = None
         else:
             refused = first_match(deny, s.text, unit_id=s.unit_id, field=s.field) is not None
@@ -338,9 +331,10 @@ def _confirm_setup(unit: object, ctx: RuleContext, name: str) -> tuple[list[Agre
     if not tools.write:
         return RuleAnswer(None, reason=f"{name}: the pack's tools list no write tool (what an action is)")
     clause = clause_of(ctx)
-    found = agreements(timeline(conversation), tools, confirm=_param(clause, "confirm_regex", CONFIRM_REGEX),
-                       deny=_param(clause, "deny_regex", DENY_REGEX), ask=_param(clause, "ask_regex", ASK_REGEX),
-                       handoff=ctx.pack.handoff.tool_names)
+    found = agreements(timeline(conversation), tools,
+                       confirm=clause_param(clause, "confirm_regex", CONFIRM_REGEX),
+                       deny=clause_param(clause, "deny_regex", DENY_REGEX),
+                       ask=clause_param(clause, "ask_regex", ASK_REGEX), handoff=ctx.pack.handoff)
     return found, tools
 
 
@@ -379,7 +373,7 @@ def _arg_values(args: Any, tools: ToolPolicy) -> dict[str, list[tuple[frozenset[
 def _value_pointer(call: Step, value: str) -> EvidencePointer:
     quoted = json.dumps(value)
     at = call.text.find(quoted)
-    return call.pointer(at, at + len(quoted)) if at >= 0 else _whole(call)
+    return call.pointer(at, at + len(quoted)) if at >= 0 else call.pointer()
 
 
 def swapped(call: Step, named: frozenset[tuple[str, str]], tools: ToolPolicy) -> list[str]:
@@ -433,7 +427,7 @@ def agreed_action_done(unit: object, ctx: RuleContext) -> RuleAnswer:
                 ok = False
                 bad += [_value_pointer(call, value), a.asked]
         if ok:
-            good += [_whole(w) for w in a.writes]
+            good += [w.pointer() for w in a.writes]
         else:
             swaps += 1
     if bad:

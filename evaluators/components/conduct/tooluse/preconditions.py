@@ -20,7 +20,6 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 
 from agent_factory.adapters.model import Conversation, EvidencePointer
@@ -30,6 +29,7 @@ from agent_factory.evaluators.components.conduct.tooluse.state import (
     at_path,
     day_end,
     entity,
+    lexicon_patterns,
     now_of,
     objects,
     parse_time,
@@ -370,14 +370,11 @@ class Refusal:
 
 def _deflection(pack: KnowledgePack) -> tuple[str, ...]:
     # A refusal is either kind of "no": declining the action (`refusal`) or the information it needs (`deflection`).
-    return tuple(p.pattern for lex in pack.lexicons.values() for p in (*lex.refusal, *lex.deflection))
+    return lexicon_patterns(pack, "refusal", "deflection")
 
 
 def _is_handoff(step: Step, pack: KnowledgePack) -> bool:
-    # Hand-off names are case-insensitive globs (knowledge_packs.model.HandoffPolicy).
-    name = step.name.lower()
-    return step.kind == "call" and not step.failed and any(
-        fnmatchcase(name, g.lower()) for g in pack.handoff.tool_names)
+    return step.kind == "call" and not step.failed and pack.handoff.hands_off(step.name)
 
 
 def _first(patterns: Sequence[str], step: Step) -> EvidencePointer | None:

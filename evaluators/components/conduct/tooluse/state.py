@@ -101,6 +101,12 @@ def tool_matches(name: str, names: Sequence[str]) -> bool:
     return any(fnmatchcase(name, n) for n in names)
 
 
+def lexicon_patterns(pack: KnowledgePack, *categories: str) -> tuple[str, ...]:
+    """The regexes of the pack's lexicon `categories` in every language (languages in order, as conditions match)."""
+    return tuple(p.pattern for lang in sorted(pack.lexicons) for c in categories
+                 for p in getattr(pack.lexicons[lang], c))
+
+
 def calls(steps: Sequence[Step], names: Sequence[str] | None = None) -> Iterator[Step]:
     """The call steps, of the tools `names` when given."""
     for s in steps:
@@ -265,4 +271,5 @@ def pack_tools(pack: KnowledgePack) -> ToolPolicy:
 
 
 __all__ = ["Seen", "Step", "StepKind", "at_path", "calls", "day_end", "entity", "json_numbers", "leaves",
+           "lexicon_patterns",
            "now_of", "numbers", "objects", "pack_tools", "parse_time", "seen_before", "timeline", "tool_matches"]
