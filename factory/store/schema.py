@@ -279,6 +279,20 @@ def store_problem(meta: dict[str, str] | None) -> str | None:
     return None
 
 
+AUDIT_TABLES: dict[str, str] = {
+    "labels": "unit_id VARCHAR, item VARCHAR, rater VARCHAR, value VARCHAR, user_id VARCHAR, source VARCHAR,"
+              " imported_at TIMESTAMPTZ",
+    "audit_sample": "audit_id VARCHAR, unit_id VARCHAR, user_id VARCHAR, layer VARCHAR, component VARCHAR,"
+                    " stratum VARCHAR, weight DOUBLE",
+    "audits": "audit_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, report VARCHAR",
+    "retired": "item VARCHAR, item_version VARCHAR, audit_id VARCHAR, why VARCHAR, at TIMESTAMPTZ",
+    "corrections": "at TIMESTAMPTZ, audit_id VARCHAR, item VARCHAR, item_version VARCHAR, action VARCHAR,"
+                   " record VARCHAR",
+}
+"""The audit's tables (`store.audit`): table -> column DDL. Additive: a store of this version written before
+they existed gains them on its next write open, and its reads take them as empty until then."""
+
+
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every table of this schema version, where missing."""
     con.execute(
@@ -297,3 +311,5 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS pipeline_sources (source_id VARCHAR)")
     staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
+    for table, body in AUDIT_TABLES.items():
+        con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")

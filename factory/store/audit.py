@@ -1,0 +1,174 @@
+"""The audit's tables: human labels, the audit sample, audit reports, retired items and the corrections log.
+
+Created by `create_tables` on every store opened for writing (they are additive: a store of this schema version
+written before the audit existed gains them on its next write, and a read-only open of such a store reads them as
+empty). `labels` holds people's (and imported benchmarks') labels as raters of items, apart from `atomic_data`,
+whose rows a run owns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from agent_factory.evaluators.audit.model import AuditReport, Correction, Rating
+from agent_factory.factory.store.base import Store
+from agent_factory.factory.store.schema import AUDIT_TABLES
+
+
+def _has(store: Store, table: str) -> bool:
+    row = store.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                            [table]).fetchone()
+    return bool(row and row[0])
+
+
+# ---- labels ------------------------------------------------------------------------------------------------
+
+def write_labels(store: Store, ratings: Sequence[Rating], *, source: str) -> int:
+    """Store people's labels (`Rating`s of `human:<name>` raters); a label of the same (unit, item, rater)
+    replaces the one stored. The number written."""
+    if not ratings:
+        return 0
+    now = datetime.now(UTC)
+    with store.transaction():
+        store.con.executemany(
+            "DELETE FROM labels WHERE unit_id = ? AND item = ? AND rater = ?",
+            [(r.unit_id, r.item, r.rater) for r in ratings])
+        store.con.executemany(
+            "INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.unit_id, r.item, r.rater, r.value, r.user, source, now) for r in ratings])
+    return len(ratings)
+
+
+def read_labels(store: Store, *, items: Iterable[str] | None = None) -> list[Rating]:
+    """The stored human labels (of `items` only, when given), in (item, unit, rater) order."""
+    if not _has(store, "labels"):
+        return []
+    where, args = "", []
+    if items is not None:
+        where, args = " WHERE item IN (SELECT unnest(?))", [sorted(items)]
+    rows = store.con.execute("SELECT unit_id, user_id, item, rater, value FROM labels" + where
+                             + " ORDER BY item, unit_id, rater", args).fetchall()
+    return [Rating(u, user or u, i, r, v) for u, user, i, r, v in rows]
+
+
+def label_sources(store: Store) -> dict[str, int]:
+    """Labels per import source."""
+    if not _has(store, "labels"):
+        return {}
+    return {s: int(n) for s, n in store.con.execute(
+        "SELECT source, count(*) FROM labels GROUP BY 1 ORDER BY 1").fetchall()}
+
+
+# ---- audit data (atomic data of every rater, as ratings) ----------------------------------------------------
+
+def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
+                 units: Iterable[str] | None = None) -> list[Rating]:
+    """The stored atomic data as ratings: every rater's (or `raters`'), of `units` only when given; uncollected
+    data are no ratings and are left out. The user is the unit's `units.user_id` (its own id when unknown)."""
+    where, args = ["d.value <> 'uncollected'"], []
+    if raters is not None:
+        where.append("d.rater IN (SELECT unnest(?))")
+        args.append(sorted(raters))
+    if units is not None:
+        where.append("d.unit_id IN (SELECT unnest(?))")
+        args.append(sorted(units))
+    rows = store.con.execute(
+        "SELECT d.unit_id, coalesce(u.user_id, d.unit_id), d.item, d.rater, d.value FROM atomic_data d"
+        " LEFT JOIN units u ON u.unit_id = d.unit_id WHERE " + " AND ".join(where)
+        + " ORDER BY d.item, d.unit_id, d.rater", args).fetchall()
+    return [Rating(u, user, i, r, v) for u, user, i, r, v in rows]
+
+
+# ---- the sample -------------------------------------------------------------------------------------------
+
+def write_sample(store: Store, audit_id: str, rows: Sequence[tuple[str, str, str, str, str, float]]) -> None:
+    """Store an audit's sample: (unit_id, user_id, layer, component, stratum, weight) per drawn unit."""
+    with store.transaction():
+        store.con.execute("DELETE FROM audit_sample WHERE audit_id = ?", [audit_id])
+        if rows:
+            store.con.executemany("INSERT INTO audit_sample VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                  [(audit_id, *r) for r in rows])
+
+
+def read_sample(store: Store, audit_id: str) -> list[tuple[str, str, str, str, str, float]]:
+    """An audit's stored sample, as `write_sample` took it."""
+    if not _has(store, "audit_sample"):
+        return []
+    return [tuple(r) for r in store.con.execute(
+        "SELECT unit_id, user_id, layer, component, stratum, weight FROM audit_sample WHERE audit_id = ?"
+        " ORDER BY component, layer, stratum, unit_id", [audit_id]).fetchall()]
+
+
+# ---- audit reports ----------------------------------------------------------------------------------------
+
+def record_audit(store: Store, report: AuditReport, *, finished: datetime) -> None:
+    """Store a finished audit's report."""
+    store.con.execute("INSERT OR REPLACE INTO audits VALUES (?, ?, ?, ?)",
+                      [report.audit_id, datetime.fromisoformat(report.started_at), finished,
+                       report.model_dump_json()])
+
+
+def latest_audit(store: Store) -> AuditReport | None:
+    """The last finished audit's report; None before any audit."""
+    if not _has(store, "audits"):
+        return None
+    row = store.con.execute("SELECT report FROM audits ORDER BY finished_at DESC LIMIT 1").fetchone()
+    return AuditReport.model_validate_json(row[0]) if row else None
+
+
+def audit_history(store: Store) -> list[AuditReport]:
+    """Every stored audit's report, oldest first."""
+    if not _has(store, "audits"):
+        return []
+    return [AuditReport.model_validate_json(r) for (r,) in store.con.execute(
+        "SELECT report FROM audits ORDER BY finished_at").fetchall()]
+
+
+# ---- retired items ----------------------------------------------------------------------------------------
+
+def retire(store: Store, *, item: str, item_version: str, audit_id: str, why: str) -> None:
+    """Retire `item` at `item_version` (its data leave the analyses; a new version is audited afresh)."""
+    with store.transaction():
+        store.con.execute("DELETE FROM retired WHERE item = ? AND item_version = ?", [item, item_version])
+        store.con.execute("INSERT INTO retired VALUES (?, ?, ?, ?, ?)",
+                          [item, item_version, audit_id, why, datetime.now(UTC)])
+
+
+def reinstate(store: Store, *, item: str) -> int:
+    """Lift every retirement of `item`; the number lifted."""
+    row = store.con.execute("DELETE FROM retired WHERE item = ?", [item]).fetchone()
+    return int(row[0]) if row else 0
+
+
+def retired_items(store: Store) -> dict[str, str]:
+    """Retired item -> the version retired."""
+    if not _has(store, "retired"):
+        return {}
+    return {i: v for i, v in store.con.execute("SELECT item, item_version FROM retired ORDER BY item").fetchall()}
+
+
+# ---- the corrections log ----------------------------------------------------------------------------------
+
+def log_corrections(store: Store, corrections: Sequence[Correction]) -> None:
+    """Append corrections to the log."""
+    if corrections:
+        store.con.executemany(
+            "INSERT INTO corrections VALUES (?, ?, ?, ?, ?, ?)",
+            [(datetime.fromisoformat(c.at), c.audit_id, c.item, c.item_version, c.action, c.model_dump_json())
+             for c in corrections])
+
+
+def read_corrections(store: Store) -> list[Correction]:
+    """The corrections log, oldest first."""
+    if not _has(store, "corrections"):
+        return []
+    return [Correction.model_validate_json(r) for (r,) in store.con.execute(
+        "SELECT record FROM corrections ORDER BY at, item").fetchall()]
+
+
+__all__ = [
+    "AUDIT_TABLES", "audit_history", "label_sources", "latest_audit", "log_corrections",
+    "read_corrections", "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire",
+    "retired_items", "write_labels", "write_sample",
+]
