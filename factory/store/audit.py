@@ -164,7 +164,7 @@ def read_corrections(store: Store) -> list[Correction]:
     if not _has(store, "corrections"):
         return []
     return [Correction.model_validate_json(r) for (r,) in store.con.execute(
-        "SELECT record FROM corrections ORDER BY at, item").fetchall()]
+        "SELECT record FROM corrections ORDER BY logged_at, item").fetchall()]
 
 
 __all__ = [

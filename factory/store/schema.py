@@ -285,8 +285,8 @@ AUDIT_TABLES: dict[str, str] = {
     "audit_sample": "audit_id VARCHAR, unit_id VARCHAR, user_id VARCHAR, layer VARCHAR, component VARCHAR,"
                     " stratum VARCHAR, weight DOUBLE",
     "audits": "audit_id VARCHAR PRIMARY KEY, started_at TIMESTAMPTZ, finished_at TIMESTAMPTZ, report VARCHAR",
-    "retired": "item VARCHAR, item_version VARCHAR, audit_id VARCHAR, why VARCHAR, at TIMESTAMPTZ",
-    "corrections": "at TIMESTAMPTZ, audit_id VARCHAR, item VARCHAR, item_version VARCHAR, action VARCHAR,"
+    "retired": "item VARCHAR, item_version VARCHAR, audit_id VARCHAR, why VARCHAR, retired_at TIMESTAMPTZ",
+    "corrections": "logged_at TIMESTAMPTZ, audit_id VARCHAR, item VARCHAR, item_version VARCHAR, action VARCHAR,"
                    " record VARCHAR",
 }
 """The audit's tables (`store.audit`): table -> column DDL. Additive: a store of this version written before
