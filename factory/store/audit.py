@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from agent_factory.evaluators.audit.model import AuditReport, Correction, Rating
+from agent_factory.evaluators.audit.sample import Candidate
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.schema import AUDIT_TABLES
 
@@ -81,6 +82,26 @@ def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
 
 
 # ---- the sample -------------------------------------------------------------------------------------------
+
+def sample_candidates(store: Store, *, components: Iterable[str] | None = None) -> list[Candidate]:
+    """Every (unit, component) pair with primary data, as audit sample candidates: the unit's user and layer,
+    its traffic segment as the stratum (the turn's, or the mode of its turns for a session or a user; `all` when
+    none is known), and whether the cascade found it hard (an item answered by a model tier, or left uncollected:
+    a rule that abstained with no model to ask)."""
+    where, args = "", []
+    if components is not None:
+        where, args = " AND split_part(d.item, '.', 1) IN (SELECT unnest(?))", [sorted(components)]
+    rows = store.con.execute(
+        "WITH seg AS (SELECT id AS unit_id, segment FROM turns"
+        " UNION ALL SELECT conversation_id, mode(segment) FROM turns GROUP BY conversation_id)"
+        " SELECT d.unit_id, coalesce(u.user_id, u.user_key, d.unit_id), d.layer, split_part(d.item, '.', 1),"
+        " coalesce(any_value(seg.segment), 'all'),"
+        " bool_or(d.tier <> 'rule' OR d.value = 'uncollected')"
+        " FROM atomic_data d LEFT JOIN units u ON u.unit_id = d.unit_id AND u.layer = d.layer"
+        " LEFT JOIN seg ON seg.unit_id = d.unit_id"
+        " WHERE d.rater = 'primary'" + where + " GROUP BY 1, 2, 3, 4 ORDER BY 4, 3, 1", args).fetchall()
+    return [Candidate(u, user, layer, comp, str(stratum), bool(hard)) for u, user, layer, comp, stratum, hard in rows]
+
 
 def write_sample(store: Store, audit_id: str, rows: Sequence[tuple[str, str, str, str, str, float]]) -> None:
     """Store an audit's sample: (unit_id, user_id, layer, component, stratum, weight) per drawn unit."""
@@ -168,7 +189,7 @@ def read_corrections(store: Store) -> list[Correction]:
 
 
 __all__ = [
-    "AUDIT_TABLES", "audit_history", "label_sources", "latest_audit", "log_corrections",
-    "read_corrections", "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire",
-    "retired_items", "write_labels", "write_sample",
+    "AUDIT_TABLES", "audit_history", "label_sources", "latest_audit", "log_corrections", "read_corrections",
+    "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire", "retired_items",
+    "sample_candidates", "write_labels", "write_sample",
 ]
