@@ -119,11 +119,12 @@ def draw_sample(candidates: Sequence[Candidate], *, size: int, seed: int,
         for stratum in sorted(members):
             pool = sorted(members[stratum], key=lambda c: c.unit_id)
             n = counts.get(stratum, 0)
-            picks = _rng(seed, (component, layer, stratum)).choice(len(pool), size=n, replace=False) if n else []
+            picks: list[int] = (_rng(seed, (component, layer, stratum)).choice(len(pool), size=n, replace=False)
+                                .tolist() if n else [])
             weight = len(pool) / n if n else None
             strata.append(Stratum(component=component, layer=layer, stratum=stratum, population=len(pool),
                                   sampled=n, weight=weight))
-            for i in sorted(int(i) for i in picks):
+            for i in sorted(picks):
                 c = pool[i]
                 drawn.append(Drawn(c.unit_id, c.user, c.layer, c.component, stratum, float(weight or 0.0)))
     return drawn, SampleSummary(seed=seed, size=len(drawn), strata=tuple(strata))
