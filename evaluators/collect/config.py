@@ -6,8 +6,8 @@ Each has a family; a jury is cross-family by construction (docs/method.md sectio
 their own answers), so a jury with two members of one family is refused with the members named.
 
 Sources, later ones overriding earlier ones: `agent-factory.toml` (section `[models]`, `[budget]`, `[collect]`,
-`[privacy]`), then the environment (`AGENT_FACTORY_SMALL_MODEL`, `AGENT_FACTORY_JURY` comma-separated,
-`AGENT_FACTORY_API_BASE` for the models the environment names).
+`[privacy]`), then the environment (`AGENT_FACTORY_SMALL_MODEL`, `AGENT_FACTORY_JURY` and
+`AGENT_FACTORY_AUDIT_MODELS` comma-separated, `AGENT_FACTORY_API_BASE` for the models the environment names).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ ENV_CONFIG = "AGENT_FACTORY_CONFIG"
 ENV_SMALL = "AGENT_FACTORY_SMALL_MODEL"
 ENV_JURY = "AGENT_FACTORY_JURY"
 ENV_API_BASE = "AGENT_FACTORY_API_BASE"
+ENV_AUDIT = "AGENT_FACTORY_AUDIT_MODELS"
 
 # Model-name patterns first: `openai/qwen2.5-7b` behind a vLLM server is a Qwen model, whatever the transport.
 _NAME_FAMILIES: tuple[tuple[str, str], ...] = (
@@ -169,6 +170,9 @@ class ModelConfig(Frozen):
     uncollected)."""
     escalate_below: float = Field(default=0.7, ge=0, le=1)
     """Small-model confidence under which an item goes to the jury."""
+    audit: tuple[ModelSpec, ...] = ()
+    """The audit's second raters (`agent-factory audit`): each re-collects the audit sample as `audit:<model>`;
+    a rater of the family that collected a datum is refused (docs/method.md section 6)."""
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     """Per-run ceilings."""
     concurrency: int = Field(default=8, ge=1, le=1024)
@@ -225,11 +229,17 @@ def _models_section(models: Mapping[str, Any], source: str) -> dict[str, Any]:
         if not isinstance(jury, list):
             raise SpecError(f"{source}: models.jury must be a list of models")
         raw["jury"] = [_spec_from(m, f"{source}: models.jury.{i}") for i, m in enumerate(jury)]
+    if "audit" in models:
+        audit = models["audit"]
+        if not isinstance(audit, list):
+            raise SpecError(f"{source}: models.audit must be a list of models")
+        raw["audit"] = [_spec_from(m, f"{source}: models.audit.{i}") for i, m in enumerate(audit)]
     if "escalate_below" in models:
         raw["escalate_below"] = models["escalate_below"]
-    unknown = set(models) - {"small", "jury", "escalate_below"}
+    unknown = set(models) - {"small", "jury", "audit", "escalate_below"}
     if unknown:
-        raise SpecError(f"{source}: models: unknown keys {sorted(unknown)}; valid: escalate_below, jury, small")
+        raise SpecError(f"{source}: models: unknown keys {sorted(unknown)}; valid: audit, escalate_below, jury, "
+                        "small")
     return raw
 
 
@@ -260,6 +270,7 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
         small = { model = "openai/gpt-4o-mini" }
         jury = [ { model = "anthropic/claude-3-5-haiku-latest" }, { model = "gemini/gemini-2.0-flash" } ]
         escalate_below = 0.7
+        audit = [ "gemini/gemini-2.0-flash" ]       # the audit's second raters
         [budget]
         calls = 5000
         tokens = 2_000_000
@@ -293,6 +304,8 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
         raw["small"] = {"model": env[ENV_SMALL].strip(), "api_base": api_base}
     if env.get(ENV_JURY, "").strip():
         raw["jury"] = [{"model": m.strip(), "api_base": api_base} for m in env[ENV_JURY].split(",") if m.strip()]
+    if env.get(ENV_AUDIT, "").strip():
+        raw["audit"] = [{"model": m.strip(), "api_base": api_base} for m in env[ENV_AUDIT].split(",") if m.strip()]
     try:
         return ModelConfig.model_validate(raw)
     except ValidationError as e:

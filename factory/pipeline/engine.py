@@ -169,7 +169,10 @@ class Runner:
         self.defs = definitions_by_layer(self.specs, pack)
         self.by_id = {d.id: d for layer in self.defs.values() for ds in layer.values() for d in ds}
         self.component_of = {d.id: c for layer in self.defs.values() for c, ds in layer.items() for d in ds}
-        self.admitted = {i for i, d in self.by_id.items() if d.admitted}
+        # An item an audit retired (at its current version) leaves the analyses; its data stay stored, so
+        # reinstating it, or approving a rewrite (a new version), needs no recollection of what is there.
+        self.retired = frozenset(i for i, d in self.by_id.items() if inputs.retired.get(i) == d.version)
+        self.admitted = {i for i, d in self.by_id.items() if d.admitted and i not in self.retired}
         self.run_id = uuid.uuid4().hex[:12]
         self.acc = Tally()
         self.batch = DataBatch(store, run_id=self.run_id)
@@ -186,6 +189,7 @@ class Runner:
         self.graph = build_graph(
             specs=self.specs, definitions=by_component, pack=pack, traces=self.traces,
             versions={i: collector.definition_version(d, pack) for i, d in self.by_id.items()},
+            retired=self.retired,
         )
         self._plan: Plan | None = None
 

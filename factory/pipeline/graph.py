@@ -10,7 +10,9 @@ Nodes, each with the step of section 8 it belongs to and a fingerprint:
     analysis:<name>            (3 analyze)  f (its content version: code and declared fields), reading the data
                                             of its own and its declared components
     component:<name>           (3 analyze)  the component's stored results
-    audit, act                 (4, 5)       the inner and outer loops' entry points (not built in this milestone)
+    audit                      (4)          the inner loop's state: the items an audit retired (`factory/loops/audit`
+                                            samples, re-collects and retires; the analyses read what is admitted)
+    act                        (5)          the outer loop's entry point (the gate: not built yet)
 
 A node's fingerprint hashes its own content with its parents' fingerprints, so comparing them with the last
 complete run's gives exactly the descendants of what changed. Pure: no I/O, same inputs, same graph.
@@ -59,10 +61,12 @@ def reads_component(analysis_reads: Sequence[str], own: str, component: str) -> 
 
 def build_graph(
     *, specs: Sequence[ComponentSpec], definitions: Mapping[str, Sequence[DataDefinition]],
-    versions: Mapping[str, str], pack: KnowledgePack, traces: TracesState,
+    versions: Mapping[str, str], pack: KnowledgePack, traces: TracesState, retired: Collection[str] = (),
 ) -> nx.DiGraph[str]:
     """The pipeline graph. `definitions`: component -> its definitions (as the runner collects them);
-    `versions`: item id -> v of the definition in the run's cascade."""
+    `versions`: item id -> v of the definition in the run's cascade; `retired`: the items an audit retired, which
+    the analyses no longer read (an analysis's own content names those of the items it would read, so retiring
+    one reruns exactly those analyses and leaves its definition and data nodes, and so its data, as they are)."""
     g: nx.DiGraph[str] = nx.DiGraph()
     g.add_node("trigger", step="trigger", own=_h(VERSION))
     g.add_node("traces", step="ingest", own=traces.digest())
@@ -83,7 +87,7 @@ def build_graph(
                 g.add_edge(f"clause:{d.clause}", dn)
             g.add_edge(dn, data)
             g.add_edge("traces", data)
-    g.add_node("audit", step="audit", own=_h("audit", "not built"))
+    g.add_node("audit", step="audit", own=_h("audit", sorted(retired)))
     g.add_node("act", step="act", own=_h("act", "not built"))
     g.add_edge("audit", "act")
     for spec in specs:
@@ -94,7 +98,10 @@ def build_graph(
             # Which clauses are invariants changes how a clause-reading analysis reads the data, not the data
             # (Clause.digest leaves the flag out), so the flag enters the analysis node only.
             flags = sorted(c.id for c in pack.clauses if c.invariant) if a.reads_clauses else []
-            g.add_node(an, step="analyze", own=_h(a.name, a.content_version, flags), component=spec.name)
+            out = sorted(d.id for component, defs in definitions.items() for d in defs
+                         if d.id in retired and reads_component(a.reads, spec.name, component))
+            own = _h(a.name, a.content_version, flags, out) if out else _h(a.name, a.content_version, flags)
+            g.add_node(an, step="analyze", own=own, component=spec.name)
             g.add_edge("knowledge", an)
             g.add_edge("traces", an)  # the horizon and the population are the traces'
             if a.reads_clauses:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import Field
+
 from agent_factory.adapters.model import EvidencePointer
 from agent_factory.evaluators.provenance import ProvenanceRecord
+from agent_factory.factory.store.audit import retired_items
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.pipeline import current_sources
 from agent_factory.frozen import Frozen
@@ -27,6 +30,9 @@ class RunInputs(Frozen):
     prompt showing that text marks it as flagged."""
     horizon_at: datetime | None
     """The end of observation: the latest time any turn ended (or started); None for a store with no turn."""
+    retired: dict[str, str] = Field(default_factory=dict)
+    """Item -> the version an audit retired (`store.audit`): the data of that version stay stored and leave the
+    analyses; a newer version of the item is admitted until an audit says otherwise."""
 
     @property
     def horizon(self) -> float | None:
@@ -44,7 +50,7 @@ def read_run_inputs(store: Store) -> RunInputs:
     """The snapshot a run starts from. The three reads need no transaction of their own: DuckDB lets one
     process write a store file at a time, and the run that reads them is that process."""
     return RunInputs(sources=current_sources(store), injections=injection_pointers(store),
-                     horizon_at=store.horizon())
+                     horizon_at=store.horizon(), retired=retired_items(store))
 
 
 __all__ = ["RunInputs", "injection_pointers", "read_run_inputs"]

@@ -35,7 +35,8 @@ def _ingested(tmp_path_factory: pytest.TempPathFactory, *parts: str) -> tuple[Pa
     return path, report
 
 
-MODEL_VARS = ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG", "AGENT_FACTORY_API_BASE")
+MODEL_VARS = ("AGENT_FACTORY_SMALL_MODEL", "AGENT_FACTORY_JURY", "AGENT_FACTORY_CONFIG", "AGENT_FACTORY_API_BASE",
+              "AGENT_FACTORY_AUDIT_MODELS")
 
 
 @pytest.fixture
