@@ -10,8 +10,9 @@ Nodes, each with the step of section 8 it belongs to and a fingerprint:
     analysis:<name>            (3 analyze)  f (its content version: code and declared fields), reading the data
                                             of its own and its declared components
     component:<name>           (3 analyze)  the component's stored results
-    audit                      (4)          the inner loop's state: the items an audit retired (`factory/loops/audit`
-                                            samples, re-collects and retires; the analyses read what is admitted)
+    audit                      (4)          the inner loop: `factory/loops/audit` samples, re-collects, retires
+    admission                  (4)          the items an audit retired (what the analyses no longer read), alone,
+                                            so a run can say that a retirement is why analyses rerun
     act                        (5)          the outer loop's entry point (the gate: not built yet)
 
 A node's fingerprint hashes its own content with its parents' fingerprints, so comparing them with the last
@@ -88,6 +89,8 @@ def build_graph(
             g.add_edge(dn, data)
             g.add_edge("traces", data)
     g.add_node("audit", step="audit", own=_h("audit", sorted(retired)))
+    g.add_node("admission", step="audit", own=_h("admission", sorted(retired)))
+    g.add_edge("trigger", "admission")
     g.add_node("act", step="act", own=_h("act", "not built"))
     g.add_edge("audit", "act")
     for spec in specs:

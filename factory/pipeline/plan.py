@@ -44,6 +44,9 @@ def make_plan(store: Store, graph: nx.DiGraph[str], *, traces: TracesState, hori
     if prev is not None and d.items:
         reasons.append(f"{len(d.items)} definition(s) changed")
     elif prev is not None and d.analyses and not d.traces_changed:
-        reasons.append(f"{len(d.analyses)} analysis(es) changed (code, declared fields or invariants)")
+        audit = "admission" in graph and prev.fingerprints.get("admission", graph.nodes["admission"]["own"]) != \
+            graph.nodes["admission"]["fp"]
+        reasons.append(f"{len(d.analyses)} analysis(es) changed (code, declared fields, invariants"
+                       f"{' or the items an audit retired' if audit else ''})")
     return Plan(trigger="; ".join(reasons) or "nothing changed", dirty=d, users=users,
                 visit_all=users is None or bool(d.items and prev is not None), users_total=all_user_keys(store))
