@@ -22,7 +22,7 @@ TOP = ["run_id", "seconds", "plan", "units", "model_calls", "tokens", "cost_usd"
        "results", "components"]
 PLAN = ["trigger", "users_visited", "users_total", "users_rebuilt", "definitions_recollected", "definitions_total",
         "analyses_rerun", "analyses_total", "graph", "retry_next_run", "workers"]
-GRAPH = ["trigger", "traces", "knowledge", "clause", "definition", "data", "audit", "act", "component", "analysis"]
+GRAPH = ["trigger", "traces", "knowledge", "clause", "definition", "data", "audit", "admission", "act", "component", "analysis"]
 COMPONENTS = ["execution", "substance", "trajectory", "results", "conduct", "provenance", "adjudication"]
 COMPONENT = ["data", "results", "metrics"]
 METRIC = ["metric", "layer", "stratum", "value", "low", "high", "n"]
