@@ -169,6 +169,16 @@ def retired_items(store: Store) -> dict[str, str]:
     return {i: v for i, v in store.con.execute("SELECT item, item_version FROM retired ORDER BY item").fetchall()}
 
 
+def retired_in_force(store: Store) -> frozenset[str]:
+    """The retired items whose stored primary data are of the version retired: what the views leave out (a
+    rewrite approved and collected since is a new version, in force again)."""
+    if not _has(store, "retired"):
+        return frozenset()
+    return frozenset(i for (i,) in store.con.execute(
+        "SELECT DISTINCT r.item FROM retired r JOIN atomic_data d ON d.item = r.item AND d.item_version ="
+        " r.item_version AND d.rater = 'primary'").fetchall())
+
+
 # ---- the corrections log ----------------------------------------------------------------------------------
 
 def log_corrections(store: Store, corrections: Sequence[Correction]) -> None:
@@ -190,6 +200,6 @@ def read_corrections(store: Store) -> list[Correction]:
 
 __all__ = [
     "AUDIT_TABLES", "audit_history", "label_sources", "latest_audit", "log_corrections", "read_corrections",
-    "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire", "retired_items",
-    "sample_candidates", "write_labels", "write_sample",
+    "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire", "retired_in_force",
+    "retired_items", "sample_candidates", "write_labels", "write_sample",
 ]
