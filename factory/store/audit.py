@@ -198,8 +198,28 @@ def read_corrections(store: Store) -> list[Correction]:
         "SELECT record FROM corrections ORDER BY logged_at, item").fetchall()]
 
 
+# ---- re-collection by a second rater (factory/loops/audit/collect.py) ---------------------------------------
+
+def sampled_units(store: Store, unit_ids: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(unit_id, layer, user_key) of each of `unit_ids` a run collected (the `units` table): whose units a
+    re-collection builds again. A unit no run has visited is left out."""
+    return [(u, layer, key) for u, layer, key in store.con.execute(
+        "SELECT unit_id, layer, coalesce(user_key, unit_id) FROM units WHERE unit_id IN (SELECT unnest(?))"
+        " ORDER BY unit_id, layer", [sorted(set(unit_ids))]).fetchall()]
+
+
+def primary_collectors(store: Store, *, units: Iterable[str], items: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(item, collector, family) of the model collectors of the primary data of `items` on `units`: the families
+    a second rater of those data must differ from. Rule data name no family and are left out; a jury's family is
+    its members' joined by commas, as stored."""
+    return [(i, c, f) for i, c, f in store.con.execute(
+        "SELECT DISTINCT item, collector, family FROM atomic_data WHERE rater = 'primary' AND family IS NOT NULL"
+        " AND family <> '' AND unit_id IN (SELECT unnest(?)) AND item IN (SELECT unnest(?)) ORDER BY 1, 2, 3",
+        [sorted(set(units)), sorted(set(items))]).fetchall()]
+
+
 __all__ = [
     "AUDIT_TABLES", "audit_history", "label_sources", "latest_audit", "log_corrections", "read_corrections",
     "read_labels", "read_ratings", "read_sample", "record_audit", "reinstate", "retire", "retired_in_force",
-    "retired_items", "sample_candidates", "write_labels", "write_sample",
+    "retired_items", "primary_collectors", "sample_candidates", "sampled_units", "write_labels", "write_sample",
 ]

@@ -128,6 +128,8 @@ def data_counts(store: Store, *, rater: str = PRIMARY_RATER) -> dict[str, dict[s
 
 
 def count_not_written_by(store: Store, run_id: str) -> int:
-    """Stored data rows run `run_id` did not write (kept from earlier runs)."""
-    row = store.con.execute("SELECT count(*) FROM atomic_data WHERE run_id IS DISTINCT FROM ?", [run_id]).fetchone()
+    """Stored primary data rows run `run_id` did not write (kept from earlier runs; an audit's rows are another
+    rater's, not the run's)."""
+    row = store.con.execute("SELECT count(*) FROM atomic_data WHERE run_id IS DISTINCT FROM ? AND rater = ?",
+                            [run_id, PRIMARY_RATER]).fetchone()
     return int(row[0]) if row else 0
