@@ -3,8 +3,9 @@
 A candidate is a (unit, component) pair: the audit re-collects every item of that component on that unit. Strata
 are (component, layer, stratum), the stratum being the unit's traffic segment; the *hard* units of a component and
 layer (an item the cascade sent to a model, a rule that abstained, an uncollected datum) form a stratum of their
-own, `hard`, which is oversampled: it gets `hard_share` of the draws its component and layer receive, where the
-rest is spread over the other strata in proportion to their size. Each drawn unit carries its weight
+own, `hard`, which is oversampled: it gets `hard_share` of the draws its component and layer receive (each
+component and layer an equal share of the sample), where the rest is spread over the other strata in proportion to
+their size. Each drawn unit carries its weight
 `w_h = N_h / n_h`, so a weighted mean over the sample estimates the population's without the oversampling's bias.
 """
 
@@ -69,17 +70,19 @@ def _rng(seed: int, key: tuple[str, str, str]) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(h[:8], "little"))
 
 
-def _allocate(sizes: dict[str, int], budget: int) -> dict[str, int]:
-    """Draws per stratum for `budget` draws: MIN_PER_STRATUM each (capped by its size), the rest in proportion to
-    size by largest remainders, never more than a stratum holds."""
-    out = {k: min(n, MIN_PER_STRATUM) for k, n in sizes.items()}
+def _allocate(sizes: dict[str, int], budget: int, *, floor: int = MIN_PER_STRATUM,
+              proportional: bool = True) -> dict[str, int]:
+    """Draws per stratum for `budget` draws: `floor` each (capped by its size), the rest in proportion to size
+    (or in equal shares, without `proportional`) by largest remainders, never more than a stratum holds: what a
+    stratum cannot take goes to the others."""
+    out = {k: min(n, floor) for k, n in sizes.items()}
     left = budget - sum(out.values())
     while left > 0:
         room = {k: sizes[k] - out[k] for k in sizes if sizes[k] > out[k]}
         if not room:
             break
-        total = sum(room.values())
-        shares = {k: left * r / total for k, r in room.items()}
+        total = sum(room.values()) if proportional else len(room)
+        shares = {k: left * (r if proportional else 1) / total for k, r in room.items()}
         floors = {k: min(room[k], math.floor(s)) for k, s in shares.items()}
         given = sum(floors.values())
         if given == 0:  # fewer draws left than strata with room: the largest remainders get one each
@@ -94,9 +97,10 @@ def _allocate(sizes: dict[str, int], budget: int) -> dict[str, int]:
 
 def draw_sample(candidates: Sequence[Candidate], *, size: int, seed: int,
                 hard_share: float = 0.5) -> tuple[list[Drawn], SampleSummary]:
-    """About `size` candidates in all (at least MIN_PER_STRATUM per stratum when it holds them), split over the
-    components and layers in proportion to their candidates, the hard units of each oversampled to `hard_share` of
-    its draws. Deterministic in (candidates, size, seed); the order of `candidates` does not matter."""
+    """About `size` candidates in all (at least MIN_PER_STRATUM per stratum when it holds them), split in equal
+    shares over the components and layers (agreement is measured per item, so a component of few units needs as
+    many as one of many; what a small one cannot take goes to the others), the hard units of each oversampled to
+    `hard_share` of its draws. Deterministic in (candidates, size, seed); the order of `candidates` does not matter."""
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size}")
     if not 0.0 <= hard_share <= 1.0:
@@ -104,12 +108,13 @@ def draw_sample(candidates: Sequence[Candidate], *, size: int, seed: int,
     groups: dict[tuple[str, str], dict[str, list[Candidate]]] = defaultdict(lambda: defaultdict(list))
     for c in candidates:
         groups[(c.component, c.layer)][HARD if c.hard else c.stratum].append(c)
-    total = len(candidates)
+    budgets = _allocate({f"{c}\x1f{layer}": sum(len(v) for v in m.values()) for (c, layer), m in groups.items()},
+                        size, floor=0, proportional=False)
     drawn: list[Drawn] = []
     strata: list[Stratum] = []
     for (component, layer) in sorted(groups):
         members = groups[(component, layer)]
-        budget = round(size * sum(len(v) for v in members.values()) / total) if total else 0
+        budget = budgets[f"{component}\x1f{layer}"]
         hard = len(members.get(HARD, ()))
         hard_budget = min(hard, max(min(hard, MIN_PER_STRATUM), round(budget * hard_share))) if hard else 0
         rest = {k: len(v) for k, v in members.items() if k != HARD}

@@ -15,6 +15,7 @@ from agent_factory.evaluators.stats.agreement import (
     rating_counts,
     two_decimals,
 )
+from agent_factory.evaluators.stats.alpha import Alpha, krippendorff_alpha
 from agent_factory.evaluators.stats.association import MeanDifference, cluster_mean_difference
 from agent_factory.evaluators.stats.auc import AUC, cluster_auc, rank_auc
 from agent_factory.evaluators.stats.clustered import (
@@ -25,7 +26,9 @@ from agent_factory.evaluators.stats.clustered import (
     cluster_two_proportion_z,
     mean,
 )
+from agent_factory.evaluators.stats.detection import Detection, detection_rates
 from agent_factory.evaluators.stats.estimate import Estimate
+from agent_factory.evaluators.stats.ppi import PPIEstimate, judge_rate, ppi_rate
 from agent_factory.evaluators.stats.proportions import ProportionTest, proportion_ci, two_proportion_z
 from agent_factory.evaluators.stats.reliability import (
     ICCKind,
@@ -42,11 +45,14 @@ __all__ = [
     "ADMISSION_THRESHOLD",
     "AUC",
     "Admission",
+    "Alpha",
     "ClusterRatio",
+    "Detection",
     "Estimate",
     "ICCKind",
     "Kappa",
     "MeanDifference",
+    "PPIEstimate",
     "ProportionTest",
     "StratifiedEstimate",
     "StratumSummary",
@@ -62,10 +68,14 @@ __all__ = [
     "cluster_ratio_se",
     "cluster_two_proportion_z",
     "cohen_kappa",
+    "detection_rates",
     "fleiss_kappa",
     "icc",
+    "judge_rate",
+    "krippendorff_alpha",
     "mean",
     "normalize_text",
+    "ppi_rate",
     "proportion_ci",
     "rank_auc",
     "rating_counts",

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent_factory.errors import AgentFactoryError, SpecError
+from agent_factory.factory.project.audit import AuditJobs
+from agent_factory.factory.project.labels import LabelJobs
 from agent_factory.factory.project.parts import DEFAULT_STORE, ProjectParts
+from agent_factory.factory.project.reviewing import ReviewJobs
 
 if TYPE_CHECKING:
     from agent_factory.adapters.jsonio import FieldLimits
@@ -36,7 +39,7 @@ if TYPE_CHECKING:
     from agent_factory.knowledge_packs import KnowledgePack
 
 
-class Project(ProjectParts):
+class Project(AuditJobs, LabelJobs, ReviewJobs, ProjectParts):
     """One store evaluated with one suite: its parts (`ProjectParts`, each assembled once) and the jobs.
 
     Use it as a context manager (`with open_project(...) as p:`); it closes what it opened (the store's
@@ -157,6 +160,7 @@ class Project(ProjectParts):
     def summary(self) -> Summary:
         """The few results that matter per component, each flag's association with the outcomes the traces
         carry, and where to look next (what `run` and `summary` print)."""
+        from agent_factory.factory.store.audit import latest_audit
         from agent_factory.factory.views.findings import read_findings
         from agent_factory.factory.views.results import read_facts, read_rows
         from agent_factory.factory.views.summary import build_summary
@@ -165,7 +169,8 @@ class Project(ProjectParts):
         flags = self.flags
         facts, rows = read_facts(st), read_rows(st)
         assoc = read_findings(st, flags).associations if flags and facts.outcome_kinds else ()
-        return build_summary(facts, rows, flags=flags, associations=assoc, store_flag=self.command_options)
+        return build_summary(facts, rows, flags=flags, associations=assoc, store_flag=self.command_options,
+                             audit=latest_audit(st))
 
     def show(self, unit_id: str) -> UnitShow:
         """One unit (a span, turn, conversation or user id) with its evidence, data, results and flags, its trace

@@ -66,7 +66,9 @@ def label_sources(store: Store) -> dict[str, int]:
 def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
                  units: Iterable[str] | None = None) -> list[Rating]:
     """The stored atomic data as ratings: every rater's (or `raters`'), of `units` only when given; uncollected
-    data are no ratings and are left out. The user is the unit's `units.user_id` (its own id when unknown)."""
+    data are no ratings and are left out. The user is the unit's `units.user_id`, else its user key (the
+    conversation of a source that names no user), else its own id; a unit id two layers share (a turn that is its
+    own conversation) is joined on its layer, so each datum is one rating."""
     where, args = ["d.value <> 'uncollected'"], []
     if raters is not None:
         where.append("d.rater IN (SELECT unnest(?))")
@@ -75,8 +77,8 @@ def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
         where.append("d.unit_id IN (SELECT unnest(?))")
         args.append(sorted(units))
     rows = store.con.execute(
-        "SELECT d.unit_id, coalesce(u.user_id, d.unit_id), d.item, d.rater, d.value FROM atomic_data d"
-        " LEFT JOIN units u ON u.unit_id = d.unit_id WHERE " + " AND ".join(where)
+        "SELECT d.unit_id, coalesce(u.user_id, u.user_key, d.unit_id), d.item, d.rater, d.value FROM atomic_data d"
+        " LEFT JOIN units u ON u.unit_id = d.unit_id AND u.layer = d.layer WHERE " + " AND ".join(where)
         + " ORDER BY d.item, d.unit_id, d.rater", args).fetchall()
     return [Rating(u, user, i, r, v) for u, user, i, r, v in rows]
 

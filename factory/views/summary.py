@@ -1,5 +1,6 @@
 """The terminal summary: per component the few results that matter, worst first, each with its interval and n,
-then the flags' associations with the outcomes the traces carry, then where to look next.
+then the flags' associations with the outcomes the traces carry, then what the latest audit corrected (when the
+store has one), then where to look next.
 
 `build_summary` is pure (rows in, `Summary` out) and `render` turns it into lines of at most `WIDTH` columns;
 `Project.summary` reads a store into it. `run` prints it after its one-line report and
@@ -11,6 +12,9 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from pydantic import SerializerFunctionWrapHandler, model_serializer
+
+from agent_factory.evaluators.audit.model import AuditReport, Corrected, Criterion
 from agent_factory.evaluators.core import present
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.core.present import fmt, number
@@ -23,6 +27,8 @@ WIDTH = 98
 """Longest line printed (fits a 100-column terminal)."""
 ASSOCIATIONS_SHOWN = 12
 """Flag-outcome associations printed (those with an interval first, largest difference first); all in --json."""
+AUDIT_SHOWN = 4
+"""Corrected rates, and flags pointing the wrong way, printed each; all in `agent-factory audit --json`."""
 
 
 class Line(Frozen):
@@ -57,6 +63,17 @@ class Summary(Frozen):
     """Flag-outcome associations, largest difference first (empty without outcome events)."""
     next: tuple[str, ...]
     """Commands to look further."""
+    audit: tuple[Line, ...] = ()
+    """From the latest audit: judge-only and corrected rates side by side, retired items, flags pointing the wrong
+    way (empty, and left out of `--json`, when the store has no audit)."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_audit(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # A store never audited prints the summary it always did, `--json` included.
+        data: dict[str, object] = handler(self)
+        if not self.audit:
+            data.pop("audit", None)
+        return data
 
 
 def pct(x: float | None) -> str:
@@ -128,10 +145,58 @@ def _unmeasured(how: present.Presentation, rows: present.Rows) -> list[str]:
     return textwrap.wrap(text, WIDTH - 4, subsequent_indent="  ", break_on_hyphens=False)
 
 
+def _ci3(low: float | None, high: float | None) -> str:
+    return "" if low is None or high is None else f" [{low:.3f}, {high:.3f}]"
+
+
+def _corrected_line(c: Corrected) -> Line:
+    judge = "—" if c.judge is None else f"{c.judge:.3f}{_ci3(c.judge_low, c.judge_high)}"
+    if c.corrected is None:
+        text = f"{c.metric}: judge {judge}, not corrected ({c.note or 'no estimate'})"
+    else:
+        text = f"{c.metric}: judge {judge} -> corrected {c.corrected:.3f}{_ci3(c.low, c.high)}, {c.labels:,} labels"
+    return Line(component="audit", text=text, value=c.corrected, low=c.low, high=c.high, n=c.labels)
+
+
+def _wrong_way_line(c: Criterion) -> Line:
+    diff = "" if c.difference is None else f", difference {c.difference:+.2f}" + (
+        "" if c.difference_low is None or c.difference_high is None
+        else f" [{c.difference_low:+.2f}, {c.difference_high:+.2f}]")
+    auc = "" if c.auc is None else f"AUC {c.auc:.3f}{_ci3(c.low, c.high)}"
+    text = f"wrong way: {c.flag} vs {c.outcome}: {auc}{diff} (n={c.n:,})"
+    return Line(component="audit", text=text, value=c.auc, low=c.low, high=c.high, n=c.n)
+
+
+def audit_lines(audit: AuditReport | None) -> tuple[Line, ...]:
+    """The latest audit in a few lines: its admissions, then each corrected rate beside the judge-only one with
+    the labels it used, the retired items and the flags pointing the wrong way; none without an audit."""
+    if audit is None:
+        return ()
+    admitted = sum(1 for i in audit.items if i.admitted)
+    wrong = [c for c in audit.criterion if c.fails]
+    said = [f"{admitted} of {len(audit.items)} audited item(s) admitted" if audit.items
+            else "no item had two raters"]
+    if audit.retired:
+        said.append(f"{len(audit.retired)} retired")
+    if audit.criterion:
+        said.append(f"{len(wrong)} of {len(audit.criterion)} flag-outcome pair(s) pointing the wrong way")
+    out = [Line(component="audit", text=f"audit {audit.audit_id} ({audit.started_at}): {', '.join(said)}")]
+    out += [_corrected_line(c) for c in audit.corrected[:AUDIT_SHOWN]]
+    if audit.retired:
+        out.append(Line(component="audit", text=f"retired (out of the analyses): {', '.join(audit.retired)}"))
+    out += [_wrong_way_line(c) for c in wrong[:AUDIT_SHOWN]]
+    hidden = max(0, len(audit.corrected) - AUDIT_SHOWN) + max(0, len(wrong) - AUDIT_SHOWN)
+    if hidden:
+        out.append(Line(component="audit", text=f"{hidden} more in `agent-factory audit`"))
+    return tuple(out)
+
+
 def build_summary(facts: StoreFacts, rows: Sequence[ResultRow], *, flags: Sequence[FlagSpec] = (),
-                  associations: Sequence[Association] = (), store_flag: str = "") -> Summary:
+                  associations: Sequence[Association] = (), store_flag: str = "",
+                  audit: AuditReport | None = None) -> Summary:
     """The summary of one store's results (pure). `flags` give the clauses' texts; `store_flag` is the
-    `--store ...` to repeat in the commands it suggests."""
+    `--store ...` to repeat in the commands it suggests; `audit`: the store's latest audit (its corrected rates,
+    retired items and wrong-way flags), None for none."""
     comps: dict[str, tuple[Line, ...]] = {}
     absent: dict[str, str] = {}
     # Each component writes its own lines from its own rows; the order is the one the components declare.
@@ -150,7 +215,8 @@ def build_summary(facts: StoreFacts, rows: Sequence[ResultRow], *, flags: Sequen
     nxt = (f"agent-factory show --worst 5{with_store}", f"agent-factory report{with_store}",
            f"agent-factory export --level conversation{with_store}")
     traffic = f"{facts.turns:,} turns, {facts.sessions:,} sessions, {facts.users:,} users of real traffic"
-    return Summary(store=facts.path, traffic=traffic, components=comps, absent=absent, outcomes=assoc, next=nxt)
+    return Summary(store=facts.path, traffic=traffic, components=comps, absent=absent, outcomes=assoc, next=nxt,
+                   audit=audit_lines(audit))
 
 
 def command_lines(cmd: str, *, width: int = WIDTH, indent: str = "  ") -> list[str]:
@@ -191,6 +257,12 @@ def render(summary: Summary) -> list[str]:
         out.extend(_cut(f"  {line.text}", WIDTH) for line in summary.outcomes[:ASSOCIATIONS_SHOWN])
         if len(summary.outcomes) > ASSOCIATIONS_SHOWN:
             out.append(f"  {len(summary.outcomes) - ASSOCIATIONS_SHOWN} more in `agent-factory report` and --json")
+    if summary.audit:
+        out.append("Audit")
+        for line in summary.audit:
+            # Wrapped, not cut: a rate's name and its figures both matter (ids are not broken at hyphens).
+            out.extend(_cut(x, WIDTH) for x in textwrap.wrap(line.text, WIDTH, initial_indent="  ",
+                                                              subsequent_indent="    ", break_on_hyphens=False))
     out.append("next:")
     for cmd in summary.next:
         out.extend(command_lines(cmd))

@@ -32,7 +32,7 @@ from agent_factory.evaluators import kernel
 from agent_factory.evaluators.collect import Budget, Cascade, DatumCache, ModelConfig, ModelSpec, ModelTier, audit_rater
 from agent_factory.evaluators.collect.backends import BackendFactory
 from agent_factory.evaluators.collect.redact import Redactor
-from agent_factory.evaluators.core import AtomicDatum, ComponentSpec, DataDefinition, EngagementView, Layer
+from agent_factory.evaluators.core import AtomicDatum, ComponentSpec, DataDefinition, EngagementView, Layer, Projection
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.memo import run_memos
 from agent_factory.evaluators.core.registry import Unit
@@ -102,11 +102,26 @@ class Recollection(Frozen):
         return sum(r.tokens for r in self.raters)
 
 
+RULE_EVIDENCE: dict[str, tuple[str, ...]] = {
+    "span": ("input", "output", "error", "request", "answer"),
+    "trace": ("request", "answer", "spans.input", "spans.output", "spans.error"),
+    "conversation": ("request", "answer", "spans.error"),
+    "engagement": ("request", "answer", "spans.error"),
+}
+"""What a model rater sees of a rule-only item that declares no evidence of its own: what its rule reads (a span's
+input, output and error; a turn's spans). A rule needs no projection, so such an item carries the default
+(request and answer), which for a span's error or a turn's tool calls shows the model nothing to judge."""
+
+
 def audit_definition(d: DataDefinition) -> DataDefinition:
     """The definition a second rater answers: the suite's, asked of the small-model tier only (a rule-only item
-    too: the audit checks rules against models), with no jury demanded (the rater is one model) and admitted
-    (retiring an item changes nothing of what the rater is asked, so its cached answers stay valid)."""
-    return d.model_copy(update={"tiers": ("small_model",), "demands_jury": False, "admitted": True})
+    too: the audit checks rules against models, shown what the rule reads, `RULE_EVIDENCE`), with no jury
+    demanded (the rater is one model) and admitted (retiring an item changes nothing of what the rater is asked,
+    so its cached answers stay valid)."""
+    update: dict[str, object] = {"tiers": ("small_model",), "demands_jury": False, "admitted": True}
+    if d.tiers == ("rule",) and d.projection == Projection():
+        update["projection"] = Projection(fields=RULE_EVIDENCE[d.layer])
+    return d.model_copy(update=update)
 
 
 def check_families(raters: Sequence[ModelSpec], collectors: Iterable[tuple[str, str, str]]) -> None:

@@ -1,22 +1,26 @@
 """`agent-factory report`: one self-contained HTML file of a store's findings.
 
-`read` reads the store into `ReportData`; `sections` (the components', `components`, and the overview's,
-`overview`) and `html` are pure functions of it; `runtime` supplies the inlined plotting library.
+`read` reads the store into `ReportData`; `sections` (the components', `components`, the overview's,
+`overview`, and the audit's, `audit`) and `html` are pure functions of it; `runtime` supplies the inlined
+plotting library.
 """
 
 from __future__ import annotations
 
+from agent_factory.factory.views.report.audit import KEY as ADJUDICATION
+from agent_factory.factory.views.report.audit import adjudication, corrections_log
 from agent_factory.factory.views.report.components import component_sections
 from agent_factory.factory.views.report.html import render_html
 from agent_factory.factory.views.report.model import ReportData, Section
-from agent_factory.factory.views.report.overview import associations, composite, corrections, gate, layer_table, spine
+from agent_factory.factory.views.report.overview import associations, composite, gate, layer_table, spine
 
 
 def report_sections(data: ReportData, *, with_composite: bool = False) -> list[Section]:
-    """Every section in report order: the layer table and the spine first, the components, outcome
-    associations, the gate's and the corrections' room, and last, only when asked, the composite view."""
-    out = [layer_table(data), spine(data), *component_sections(data), associations(data), gate(),
-           corrections()]
+    """Every section in report order: the layer table and the spine first, the components (Adjudication's from
+    the latest audit), outcome associations, the gate's room, the corrections log, and last, only when asked, the
+    composite view."""
+    comps = [adjudication(data, s) if s.key == ADJUDICATION else s for s in component_sections(data)]
+    out = [layer_table(data), spine(data), *comps, associations(data), gate(), corrections_log(data)]
     if with_composite:
         out.append(composite(data))
     return out

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import Field
 
+from agent_factory.evaluators.audit.model import AuditReport, Correction
 from agent_factory.evaluators.core.present import units_of
 from agent_factory.evaluators.findings import Association
 from agent_factory.factory.views.results import ResultRow, StoreFacts
@@ -65,6 +66,10 @@ class ReportData(Frozen):
     """Flag-outcome associations at the conversation level (`evaluators.findings`); None when not computed."""
     quotes: tuple[Quote, ...] | None = None
     """Redacted evidence examples; None unless `--evidence`."""
+    audit: AuditReport | None = None
+    """The latest stored audit (the Adjudication section); None before any audit."""
+    corrections_log: tuple[Correction, ...] = ()
+    """The corrections log, oldest first (every audit's)."""
 
 
 class Table(Frozen):

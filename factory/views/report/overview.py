@@ -1,5 +1,5 @@
-"""The sections around the components: the layer table, the spine, outcome associations, the gate's and the
-corrections' room, and the optional composite view. Pure."""
+"""The sections around the components: the layer table, the spine, outcome associations, the gate's room, and
+the optional composite view (the corrections log is the audit's: `audit`). Pure."""
 
 from __future__ import annotations
 
@@ -111,14 +111,6 @@ def gate() -> Section:
     return Section(key="gate", title="Gate verdicts", intro="Per component pass / fail / incident of a candidate "
                    "version against a baseline, with calibrated false-alarm rates.",
                    absent="not built yet: the gate (outer loop) is a later milestone; its verdicts will go here")
-
-
-def corrections() -> Section:
-    """Room for the corrections log (a later issue fills it)."""
-    return Section(key="corrections", title="Corrections log", intro="Every change the audit made to a data "
-                   "definition, rule, evidence scope or metric, with its version bump.",
-                   absent="not built yet: the audit loop (inner loop) is a later milestone; its corrections will go "
-                          "here")
 
 
 def composite(data: ReportData) -> Section:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from agent_factory.evaluators.collect.redact import Redactor, redact_pieces, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.factory.store import Store
+from agent_factory.factory.store.audit import latest_audit, read_corrections
 from agent_factory.factory.store.lookup import evidence, field_text
 from agent_factory.factory.store.results import per_unit_counts, per_unit_findings
 from agent_factory.factory.views.findings import read_findings
@@ -81,7 +82,8 @@ def read_quotes(store: Store, redactor: Redactor, *, per_finding: int = QUOTES_P
 
 def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redactor | None = None) -> ReportData:
     """What the report shows, read from the open `store`: with `flags`, the layer table and the outcome
-    associations they give (through `factory.views.findings`); quotes only when a redactor is given."""
+    associations they give (through `factory.views.findings`); quotes only when a redactor is given; the latest
+    audit and the corrections log when the store has them."""
     facts = read_facts(store)
     rows = read_rows(store, redactor)
     per_unit = read_per_unit(store)
@@ -92,4 +94,5 @@ def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redac
         with bulk_objects():
             cells = tuple(layer_cells(flags, found.units, found.rows))
         assoc = found.associations
-    return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc)
+    return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc,
+                      audit=latest_audit(store), corrections_log=tuple(read_corrections(store)))

@@ -181,3 +181,38 @@ def test_rows_over_no_unit_are_said_once_bands_keep_their_order_and_rates_read_a
     assert band.chart.spec["layer"][0]["encoding"]["y"]["sort"] == ["<5s", "5-10s", "10-120s"]
     first = blocks["Delivery failure by mode"].table
     assert first is not None and first.rows[0][2:5] == ("49.2%", "24.6% – 98.4%", "828")
+
+
+def test_report_of_an_audited_store_shows_adjudication_and_the_log_in_chromium(small_store: Path,
+                                                                               tmp_path: Path) -> None:
+    # The session's store is read-only for tests: the audit is recorded in a copy.
+    from datetime import UTC, datetime
+
+    from agent_factory.factory.store import Store
+    from agent_factory.factory.store.audit import log_corrections, record_audit
+    from tests.factory.test_views_audit import RETIREMENT, _audit
+
+    store = tmp_path / "audited.duckdb"
+    shutil.copyfile(small_store, store)
+    with Store(store) as st:
+        record_audit(st, _audit(), finished=datetime(2026, 12, 6, 19, 41, tzinfo=UTC))
+        log_corrections(st, [RETIREMENT])
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(app, ["report", "--store", str(store), "--out", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.stdout)
+    assert summary["sections"] == SECTION_KEYS
+    assert "adjudication" not in summary["absent"] and "corrections" not in summary["absent"]
+    page = out.read_text(encoding="utf-8")
+    assert all(f'id="chart-adjudication-{i}"' in page for i in (1, 2, 3))
+    assert "points the wrong way" in page and "mast.1_5" in page
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
+    dom = _chromium("--dump-dom", out.as_uri(), user_dir=tmp_path / "ud")
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    html = dom.stdout
+    assert 'data-plots="rendered"' in html and f'data-plots-rendered="{summary["charts"]}"' in html
+    for key in ("chart-adjudication-1", "chart-adjudication-2", "chart-adjudication-3"):
+        at = html.index(f'id="{key}"')
+        assert re.search(r'<svg [^>]*class="marks"', html[at:at + 2000]), key
