@@ -46,7 +46,8 @@ def make_plan(store: Store, graph: nx.DiGraph[str], *, traces: TracesState, hori
     elif prev is not None and d.analyses and not d.traces_changed:
         audit = "admission" in graph and prev.fingerprints.get("admission", graph.nodes["admission"]["own"]) != \
             graph.nodes["admission"]["fp"]
-        reasons.append(f"{len(d.analyses)} analysis(es) changed (code, declared fields, invariants"
-                       f"{' or the items an audit retired' if audit else ''})")
+        why = "code, declared fields, invariants or the items an audit retired" if audit else \
+            "code, declared fields or invariants"
+        reasons.append(f"{len(d.analyses)} analysis(es) changed ({why})")
     return Plan(trigger="; ".join(reasons) or "nothing changed", dirty=d, users=users,
                 visit_all=users is None or bool(d.items and prev is not None), users_total=all_user_keys(store))
