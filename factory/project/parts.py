@@ -125,14 +125,15 @@ class ProjectParts:
     @property
     def flags(self) -> tuple[FlagSpec, ...]:
         """Every flag of the suite's components over its pack (Conduct's from its clauses), but those reading a
-        datum an audit retired (`store.audit.retired_in_force`): a retired item leaves the findings too."""
+        datum an audit retired (`store.audit.retired_in_force`), as their item or as their gate (a clause's
+        trigger: a flag gated by an untrusted datum is untrusted too): a retired item leaves the findings too."""
         if self._flags is None:
             from agent_factory.evaluators.findings import all_flags
             from agent_factory.factory.store.audit import retired_in_force
 
             retired = retired_in_force(self.store()) if self.store_path.exists() else frozenset()
             self._flags = tuple(f for f in all_flags(self.suite.pack, self.suite.components)
-                                if not (f.source == "datum" and f.item in retired))
+                                if not (f.source == "datum" and (f.item in retired or f.gate in retired)))
         return self._flags
 
     @property
