@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import KW_ONLY, dataclass
 from functools import cached_property
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -359,6 +359,10 @@ class Presentation:
     flag_param: tuple[str, Callable[[str], str | None]] | None = None
     """A parameter its flags carry (Conduct's `clause`, for `show --clause`): its name, and the function giving
     its value from a flag id (None for a flag without one)."""
+    from_audit: Callable[[Any], Sequence[Row]] | None = None
+    """Its rows from the latest stored audit (an `evaluators.audit.model.AuditReport`; not imported here, so the
+    analyses' content versions do not follow the audit's model): Adjudication's agreement per item, which the
+    views add to its stored results. None: the audit gives it none."""
 
     def metric_of(self, name: str) -> Metric | None:
         """The declared metric `name` is (or is a variant of); None when undeclared."""

@@ -10,7 +10,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from agent_factory.errors import AgentFactoryError
-from agent_factory.factory.cli.base import JsonOpt, StoreOpt, _App, app, emit_json, fail, out, print_lines
+from agent_factory.factory.cli.base import (
+    JsonOpt,
+    ReadPackOpt,
+    ReadSuiteOpt,
+    StoreOpt,
+    _App,
+    app,
+    emit_json,
+    fail,
+    out,
+    print_lines,
+)
 from agent_factory.factory.project import DEFAULT_STORE, open_project
 
 if TYPE_CHECKING:
@@ -35,13 +46,15 @@ def import_(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="The label file (or the benchmark's folder).")],
     fmt: Annotated[LabelFormat, typer.Option("--format", help="What the file is.", case_sensitive=False)],
     store: StoreOpt = DEFAULT_STORE,
+    suite: ReadSuiteOpt = None,
+    pack: ReadPackOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Store human labels as raters (`human:<name>`) of items: MAST's annotators per failure mode, TRAIL's span
     annotations and Who&When's decisive steps mapped to the items they answer (the report says which, and which
     answer none), or a CSV `unit_id,item,rater,value` (optional user_id). A bad row stores nothing."""
     try:
-        with open_project(store=store) as p:
+        with open_project(store=store, suite=suite, pack=pack) as p:
             done = p.import_labels(path, fmt=fmt.value)
     except AgentFactoryError as e:
         raise fail(e) from e

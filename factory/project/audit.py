@@ -67,10 +67,8 @@ class AuditJobs(ProjectParts):
         report = run_audit(st, suite=self.suite, flags=self.flags, raters=chosen, config=self.model_config,
                            cache=self.cache, redactor=self.redactor, templates=template_dir(self.suite.files),
                            size=sample if sample is not None else DEFAULT_SAMPLE, seed=seed, n_boot=n_boot,
-                           propose=proposer, on_step=on_step)
+                           propose=proposer, counters=counted, on_step=on_step)
         self._flags = None  # a retirement changes which flags the views raise
-        if counted.model_calls:
-            report = report.model_copy(update={"model_calls": report.model_calls + counted.model_calls})
         return report
 
     def _proposer(self, st: Store, counters: CallCounters) -> (

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 
 from agent_factory.adapters.model import ANNOTATION_KINDS
+from agent_factory.evaluators.audit.model import AuditReport
 from agent_factory.evaluators.collect.redact import DefaultRedactor, Redactor, redact_text
-from agent_factory.evaluators.core.present import Presentation
+from agent_factory.evaluators.core.present import Presentation, Row
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.results import population_results
 from agent_factory.factory.store.runs import last_finished
@@ -25,6 +26,12 @@ def presented() -> list[tuple[str, Presentation]]:
     from agent_factory.evaluators.core.registry import components
 
     return [(c.name, c.present) for c in components() if c.present is not None]
+
+
+def audit_rows(how: Presentation, audit: AuditReport | None) -> list[Row]:
+    """The rows a component gives from the store's latest audit (its `from_audit`), which every view adds to
+    its stored results; none without an audit or for a component the audit says nothing of."""
+    return list(how.from_audit(audit)) if audit is not None and how.from_audit is not None else []
 
 
 class ResultRow(Frozen):

@@ -19,7 +19,7 @@ from agent_factory.evaluators.core import present
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.core.present import fmt, number
 from agent_factory.evaluators.findings import Association
-from agent_factory.factory.views.results import ResultRow, StoreFacts, presented
+from agent_factory.factory.views.results import ResultRow, StoreFacts, audit_rows, presented
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -201,7 +201,7 @@ def build_summary(facts: StoreFacts, rows: Sequence[ResultRow], *, flags: Sequen
     absent: dict[str, str] = {}
     # Each component writes its own lines from its own rows; the order is the one the components declare.
     for name, how in sorted(presented(), key=lambda p: p[1].summary_rank):
-        own = present.Rows(r for r in rows if r.component == name)
+        own = present.Rows([*(r for r in rows if r.component == name), *audit_rows(how, audit)])
         given = how.summary(own, flags)
         lines = tuple(_line(name, g) for g in given)
         if not how.names_unmeasured and any(g.row is not None and g.row.n for g in given):

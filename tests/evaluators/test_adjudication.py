@@ -133,3 +133,91 @@ def test_registered_component_and_no_pairs() -> None:
     spec = get_component("adjudication")
     assert spec.definitions == () and [a.name for a in spec.analyses] == ["adjudication.kappa"]
     assert adjudication_analysis(Observations(rows={"trace": [urow("t", "trace", {"x.y": "yes"}, {})]}), PACK) == []
+
+
+# ---- the latest audit, as the component presents it ---------------------------------------------------------
+
+def _item(item: str, kappa: float | None, admitted: bool | None, **kw: Any) -> Any:
+    from agent_factory.evaluators.audit.model import ItemAgreement
+
+    return ItemAgreement(item=item, component=item.split(".", 1)[0], raters=("audit:openai/gpt-4.1", "primary"),
+                         n=kw.pop("n", 40), labels=80, kappa=kappa, kappa_method="cohen" if kappa is not None else None,
+                         admitted=admitted, **kw)
+
+
+def _report() -> Any:
+    from agent_factory.evaluators.audit.model import AuditReport
+
+    items = (
+        _item("trajectory.verbatim_replay", 0.93, True, kappa_low=0.85, kappa_high=0.99, alpha=0.93),
+        _item("trajectory.context_repair", 0.596, True, kappa_low=0.41, kappa_high=0.75, near_line=True),
+        _item("substance.s1_specific", 0.38, False, kappa_low=0.21, kappa_high=0.52),
+        _item("conduct.case_clause", 0.30, False, n=6, kappa_low=-0.2, kappa_high=0.8, near_line=True),
+        _item("execution.delivered", None, None, reason="every label is `yes`: chance agreement is 1"),
+    )
+    return AuditReport(audit_id="audit-1", started_at="2026-12-06T20:00:00+00:00", seconds=3.0, model_calls=12,
+                       raters=("audit:openai/gpt-4.1",), items=items,
+                       retired=("substance.s1_specific", "substance.e1_no_contradiction"))
+
+
+def test_the_audit_becomes_the_components_kappa_and_admission_rows() -> None:
+    from agent_factory.evaluators.components.adjudication import audit_rows
+    from agent_factory.evaluators.components.adjudication.present import PRESENTATION
+
+    rows = audit_rows(_report())
+    by = {r.metric: r for r in rows}
+    k = by["kappa.substance.s1_specific"]
+    assert (k.component, k.value, k.low, k.high, k.n) == ("adjudication", 0.38, 0.21, 0.52, 40)
+    assert k.note is not None and k.note.startswith("audit audit-1; cohen kappa among audit:openai/gpt-4.1, primary")
+    assert {m.removeprefix("admission."): r.value for m, r in by.items() if m.startswith("admission.")} == {
+        "trajectory.verbatim_replay": "admitted", "trajectory.context_repair": "admitted",
+        "substance.s1_specific": "retired", "conduct.case_clause": "below the line",
+        "execution.delivered": "undecided", "substance.e1_no_contradiction": "retired"}
+    assert by["admission.substance.e1_no_contradiction"].n == 0 and "kappa.substance.e1_no_contradiction" not in by
+    assert by["kappa.execution.delivered"].value is None and "chance agreement" in (by["kappa.execution.delivered"]
+                                                                                     .note or "")
+    # Every row is of a metric the component declares: the views read its kind and label from it.
+    assert all(PRESENTATION.metric_of(r.metric) is not None for r in rows)
+
+
+def test_headline_and_lines_say_what_the_latest_audit_admitted_and_retired() -> None:
+    from agent_factory.evaluators.components.adjudication import audit_rows
+    from agent_factory.evaluators.components.adjudication.present import PRESENTATION
+    from agent_factory.evaluators.core.present import Rows
+
+    rows = Rows(audit_rows(_report()))
+    counts = "2 of 6 audited items admitted, 1 below the 0.60 line, not retired, 1 undecided, 2 retired"
+    assert PRESENTATION.box is not None and PRESENTATION.box(rows) == [counts]
+    lines = [line.text for line in PRESENTATION.summary(rows, ())]
+    assert lines == [counts,
+                     "conduct.case_clause: kappa 0.3 [-0.2 – 0.8] (below the 0.60 line) n=6",
+                     "substance.s1_specific: kappa 0.38 [0.21 – 0.52] (below the 0.60 line) n=40",
+                     "trajectory.context_repair: kappa 0.596 [0.41 – 0.75] n=40"]
+    # Before any audit: the spine box and the summary say so.
+    assert PRESENTATION.box(Rows([])) == ["no second rater yet: no kappa"] and PRESENTATION.summary(Rows([]), ()) == []
+
+
+def test_summary_and_the_reports_spine_box_present_the_stored_audit() -> None:
+    from agent_factory.factory.views.report import report_sections
+    from agent_factory.factory.views.report.model import ReportData
+    from agent_factory.factory.views.results import StoreFacts
+    from agent_factory.factory.views.summary import build_summary, render
+
+    facts = StoreFacts(path="s.duckdb", turns=10, sessions=4, users=2, spans=20, segments={"real": 10},
+                       quarantined=0, units={"trace": 10}, last_run=None)
+    before = build_summary(facts, [])
+    assert "second rater" in before.absent["adjudication"] and before.components["adjudication"] == ()
+    after = build_summary(facts, [], audit=_report())
+    assert "adjudication" not in after.absent
+    texts = [line.text for line in after.components["adjudication"]]
+    assert texts[0].startswith("2 of 6 audited items admitted") and len(texts) == 4
+    assert after.components["adjudication"][1].value == 0.3 and after.components["adjudication"][1].n == 6
+    printed = render(after)
+    assert "Adjudication" in printed and not any("no kappa yet" in line for line in printed)
+    spine = {s.key: s for s in report_sections(ReportData(facts=facts, rows=(), per_unit={}, audit=_report()))}
+    assert spine["spine"].extra["boxes"]["adjudication"][0].startswith("2 of 6 audited items admitted")
+    plain = {s.key: s for s in report_sections(ReportData(facts=facts, rows=(), per_unit={}))}
+    assert plain["spine"].extra["boxes"]["adjudication"] == ["no second rater yet: no kappa"]
+    # An audit without a second rater (rules only: validity alone) does not read as "no audit".
+    bare = build_summary(facts, [], audit=_report().model_copy(update={"items": (), "retired": ()}))
+    assert "no item has two raters yet" in bare.absent["adjudication"]

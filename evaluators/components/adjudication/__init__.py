@@ -1,8 +1,10 @@
-"""Adjudication: proves the evaluators (docs/method.md section 6); here the kappa-and-admission part.
+"""Adjudication: proves the evaluators (docs/method.md section 6): agreement per data item and admission.
 
-`adjudicate(pairs)` is the pure entry point; the registered analysis reads a second rater's values from unit
-rows' facts `adjudication.<item>.rater_b` (see `rules`). Variance decomposition, ICC and the audit loop that
-re-collects a sample come with a later issue.
+The audit (`factory/loops/audit/`) measures agreement among raters and stores its report; this component reads
+that report (`audit.audit_rows`: kappa and admission per item, retired items) and presents it through its own
+presentation (`present`), which the views hand the latest stored audit. `audit` says why the old per-run
+convention (a second rater's value as a unit-row fact `adjudication.<item>.rater_b`, read by the registered
+analysis `adjudication.kappa`) no longer feeds it, and why that analysis stays registered.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from agent_factory.evaluators.components.adjudication.analysis import (
     adjudication_analysis,
     rater_pairs,
 )
+from agent_factory.evaluators.components.adjudication.audit import audit_rows
 from agent_factory.evaluators.components.adjudication.definitions import DEFINITIONS
 from agent_factory.evaluators.components.adjudication.present import PRESENTATION
 from agent_factory.evaluators.components.adjudication.rules import parse_rater_key, rater_key
@@ -27,4 +30,4 @@ SPEC = ComponentSpec(
     description="Cohen's kappa per data item between two raters; admission at 0.60 (two decimals).",
 )
 
-__all__ = ["SPEC", "adjudicate", "adjudication_analysis", "parse_rater_key", "rater_key", "rater_pairs"]
+__all__ = ["SPEC", "adjudicate", "audit_rows", "adjudication_analysis", "parse_rater_key", "rater_key", "rater_pairs"]

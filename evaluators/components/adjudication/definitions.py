@@ -1,8 +1,9 @@
 """Adjudication data (rho): none of its own. Adjudication reads the data of the other components twice.
 
-The audit (a later issue) re-collects a sample of data with a second rater (another model, a person, or rules
-against a model) and stores the second rater's value beside the first, as a fact of the same unit row under
-`adjudication.<item>.rater_b` (see `rules.rater_key`). The analysis then compares the two raters per item.
+The audit re-collects a sample of data with a second rater (another model; people's labels are imported) and
+stores the second rater's values as atomic data beside the first, keyed by rater (`audit:<model>`,
+`human:<name>`); it compares the raters per item and stores its report, which this component presents
+(`audit`).
 """
 
 from __future__ import annotations

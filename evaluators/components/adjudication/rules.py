@@ -1,6 +1,7 @@
 """Adjudication has no rule collectors; this module fixes how two raters' values sit in `Observations`.
 
-Convention (the runner or audit writes it, the analysis reads it), for a datum `<item>` of a unit row:
+Convention (the registered analysis `adjudication.kappa` reads it; nothing writes it, and the audit does not:
+it stores its own report, which the component reads instead, see `audit`), for a datum `<item>` of a unit row:
 
 - rater A is the row's own value `values[<item>]`, unless a fact `adjudication.<item>.rater_a` is present
   (for comparing two re-collections, neither of which is the stored value);

@@ -28,6 +28,7 @@ from agent_factory.evaluators.audit.corrected import corrected_rates
 from agent_factory.evaluators.audit.model import (
     HUMAN_PREFIX,
     AuditReport,
+    Corrected,
     Correction,
     Criterion,
     ItemAgreement,
@@ -37,6 +38,7 @@ from agent_factory.evaluators.audit.model import (
 from agent_factory.evaluators.audit.reliability import score_reliability
 from agent_factory.evaluators.audit.rules import rule_checks
 from agent_factory.evaluators.audit.sample import Drawn, draw_sample
+from agent_factory.evaluators.collect.backends import CallCounters
 from agent_factory.evaluators.collect.cache import DatumCache
 from agent_factory.evaluators.collect.cascade import audit_rater
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec
@@ -44,6 +46,7 @@ from agent_factory.evaluators.collect.redact import Redactor
 from agent_factory.evaluators.core import DataDefinition
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.factory.loops.audit.collect import recollect
+from agent_factory.factory.loops.audit.outcomes import ASKED_ITEMS, outcome_agreement
 from agent_factory.factory.loops.audit.validity import validity
 from agent_factory.factory.pipeline.engine import definitions_by_layer
 from agent_factory.factory.store import Store
@@ -54,6 +57,7 @@ from agent_factory.factory.store.audit import (
     read_ratings,
     record_audit,
     retire,
+    retired_in_force,
     retired_items,
     sample_candidates,
     write_sample,
@@ -123,16 +127,81 @@ def _failures(items: Sequence[ItemAgreement], rules: Sequence[RuleCheck], criter
     return out
 
 
+def _corrected(store: Store, ratings: Sequence[Rating], audit_data: Sequence[Rating], humans: Sequence[Rating],
+               drawn: Sequence[Drawn], defs: dict[str, DataDefinition]) -> list[Corrected]:
+    """Judge-only and prediction-powered rates of every item a second rater or a person labelled: against the
+    audit's models with the sample's weights (per component, as it was drawn), and against people unweighted."""
+    judged_items = {r.item for r in ratings if r.rater != "primary"}
+    if not judged_items:
+        return []
+    judge = [r for r in read_ratings(store, raters=["primary"]) if r.item in judged_items]
+    out: list[Corrected] = []
+    for component in sorted({d.component for d in drawn}):
+        weights = {d.unit_id: d.weight for d in drawn if d.component == component}
+        mine = [r for r in audit_data if r.item.split(".", 1)[0] == component]
+        if mine:
+            out += corrected_rates([r for r in judge if r.item.split(".", 1)[0] == component], mine, weights=weights)
+    if humans:
+        out += corrected_rates(judge, [r for r in humans if r.item in defs])
+    return out
+
+
+def _corrections(
+    store: Store, audit_id: str, *, items: Sequence[ItemAgreement], rules: Sequence[RuleCheck],
+    criterion: Sequence[Criterion], flags: Sequence[FlagSpec], defs: dict[str, DataDefinition],
+    ratings: Sequence[Rating], propose: Callable[[DataDefinition, str, Figures, list[Rating]], Correction | None]
+    | None, retire_failing: bool,
+) -> list[Correction]:
+    """The inner loop's decisions: a rewrite approved and re-audited admitted is logged with its figures after;
+    a failing item is retired (and a rewrite proposed); a rule whose recall is too low is marked to collect by
+    model. Each (item, version, action) is logged once."""
+    corrections: list[Correction] = []
+    before = retired_items(store)
+    logged = {(c.item, c.item_version, c.action) for c in read_corrections(store)}
+    by_item: dict[str, ItemAgreement] = {}
+    for a in items:
+        if a.item not in by_item or by_item[a.item].admitted is None:
+            by_item[a.item] = a
+    for item, old in sorted(before.items()):
+        d, found = defs.get(item), by_item.get(item)
+        if d is not None and d.version != old and found is not None and found.admitted and \
+                (item, d.version, "rewrite_approved") not in logged:
+            corrections.append(Correction(at=_now(), audit_id=audit_id, item=item, item_version=d.version,
+                                          action="rewrite_approved", why=f"version {d.version} re-audited: admitted",
+                                          after=_figures(found)))
+    failing = _failures(items, rules, criterion, flags, defs) if retire_failing else {}
+    for item, (why, figures) in sorted(failing.items()):
+        d = defs[item]
+        if before.get(item) == d.version:
+            continue  # retired before, at this version: logged then
+        retire(store, item=item, item_version=d.version, audit_id=audit_id, why=why)
+        corrections.append(Correction(at=_now(), audit_id=audit_id, item=item, item_version=d.version,
+                                      action="retired", why=why, before=figures))
+        if propose is not None:
+            proposal = propose(d, why, figures, [r for r in ratings if r.item == item])
+            if proposal is not None:
+                corrections.append(proposal.model_copy(update={"audit_id": audit_id}))
+    for r in rules:
+        if r.collect_by_model and r.item in defs and r.item not in failing and \
+                (r.item, defs[r.item].version, "collect_by_model") not in logged:
+            corrections.append(Correction(
+                at=_now(), audit_id=audit_id, item=r.item, item_version=defs[r.item].version,
+                action="collect_by_model", why=r.note or f"the rule's recall against {r.rater} is too low",
+                before={"precision": r.precision, "recall": r.recall, "n": r.n}))
+    return corrections
+
+
 def run_audit(
     store: Store, *, suite: Suite, flags: Sequence[FlagSpec], raters: Sequence[ModelSpec], config: ModelConfig,
     cache: DatumCache, redactor: Redactor, templates: Path | None, size: int = DEFAULT_SAMPLE, seed: int = 0,
     n_boot: int = 1000, retire_failing: bool = True,
     propose: Callable[[DataDefinition, str, Figures, list[Rating]], Correction | None] | None = None,
-    on_step: Callable[[str], None] | None = None,
+    counters: CallCounters | None = None, on_step: Callable[[str], None] | None = None,
 ) -> AuditReport:
     """Audit the store (open for writing) with `suite`: see the module docstring. `propose(definition, why,
     figures, disagreements)`, when given, proposes a rewrite of a retired item and returns its correction (None:
-    nothing proposed). `on_step` hears each step's name."""
+    nothing proposed); `counters` counts its model calls, which the report adds to the re-collection's. `on_step`
+    hears each step's name."""
     say = on_step or (lambda _s: None)
     started, t0 = _now(), time.perf_counter()
     audit_id = f"audit-{uuid.uuid4().hex[:10]}"
@@ -144,12 +213,14 @@ def run_audit(
         say("sample")
         drawn, sample = draw_sample(sample_candidates(store, components=[c.name for c in suite.components]),
                                     size=size, seed=seed)
-        write_sample(store, audit_id, [(d.unit_id, d.user, d.layer, d.component, d.stratum, d.weight)
-                                       for d in drawn])
         say("re-collect")
         rec = recollect(store, specs=suite.components, pack=suite.pack,
                         sample=[(d.unit_id, d.component) for d in drawn], raters=raters, config=config,
                         cache=cache, redactor=redactor, templates=templates, run_id=audit_id)
+        # Stored once the raters were accepted (a refused rater, or a model of the primary's family, leaves
+        # nothing behind); a killed re-collection draws the same sample again from the same seed.
+        write_sample(store, audit_id, [(d.unit_id, d.user, d.layer, d.component, d.stratum, d.weight)
+                                       for d in drawn])
         model_calls = rec.model_calls
         notes += [f"not re-collected ({why}): {len(what)}" for why, what in sorted(rec.not_collected.items())]
     else:
@@ -160,11 +231,29 @@ def run_audit(
     humans = read_labels(store)
     sampled = {d.unit_id for d in drawn}
     labelled = {r.unit_id for r in humans}
-    audit_data = read_ratings(store, raters=rater_names, units=sampled) if sampled else []
+    audit_data = [r for r in read_ratings(store, raters=rater_names, units=sampled)
+                  if r.item not in ASKED_ITEMS] if sampled else []  # the outcome labels asked are compared apart
     primary_on = read_ratings(store, raters=["primary"], units=sampled | labelled) if sampled | labelled else []
     others = {r.item for r in (*audit_data, *humans)}
     ratings = _checks([r for r in (*primary_on, *audit_data, *humans) if r.item in others], defs)
-    items = item_agreements(ratings, seed=seed, n_boot=n_boot)
+    # The suite's collector against the audit's models on the sample, and against people where they labelled:
+    # two comparisons, each its own row, since people label other units than the sample (Fleiss' kappa over the
+    # three would need units all of them rated, and would be undefined for most items).
+    by_models, by_people = {r.item for r in audit_data}, {r.item for r in humans}
+    items = [*item_agreements([r for r in ratings if r.item in by_models and not r.rater.startswith(HUMAN_PREFIX)],
+                              seed=seed, n_boot=n_boot),
+             *item_agreements([r for r in ratings if r.item in by_people and not r.rater.startswith("audit:")],
+                              seed=seed, n_boot=n_boot)]
+    if raters and drawn:
+        say("outcome labels")
+        outcome = outcome_agreement(
+            store, conversations={d.unit_id for d in drawn if d.layer == "conversation"}, raters=raters,
+            pack=suite.pack, config=config, cache=cache, redactor=redactor, templates=templates, run_id=audit_id,
+            seed=seed, n_boot=n_boot)
+        model_calls += outcome.model_calls
+        if outcome.agreement is not None:
+            items.append(outcome.agreement)
+        notes.append(outcome.note())
     rules = rule_checks(ratings, _rule_items(defs) & others, seed=seed, n_boot=n_boot,
                         references=set(rater_names) | {r.rater for r in humans})
     reliability = score_reliability([r for r in ratings if r.unit_id in sampled and not
@@ -175,56 +264,18 @@ def run_audit(
     notes += found.notes
 
     say("corrected")
-    corrected = []
-    judged_items = {r.item for r in ratings if r.rater != "primary"}
-    if judged_items:
-        judge = [r for r in read_ratings(store, raters=["primary"]) if r.item in judged_items]
-        if audit_data:
-            for component in sorted({d.component for d in drawn}):
-                weights = {d.unit_id: d.weight for d in drawn if d.component == component}
-                mine = [r for r in audit_data if r.item.split(".", 1)[0] == component]
-                if mine:
-                    corrected += corrected_rates([r for r in judge if r.item.split(".", 1)[0] == component], mine,
-                                                 weights=weights)
-        if humans:
-            corrected += corrected_rates(judge, [r for r in humans if r.item in defs])
+    corrected = _corrected(store, ratings, audit_data, humans, drawn, defs)
 
     say("corrections")
-    corrections: list[Correction] = []
-    before = retired_items(store)
-    logged = {(c.item, c.item_version, c.action) for c in read_corrections(store)}
-    by_item = {a.item: a for a in items}
-    for item, old in sorted(before.items()):
-        d, a = defs.get(item), by_item.get(item)
-        if d is not None and d.version != old and a is not None and a.admitted and \
-                (item, d.version, "rewrite_approved") not in logged:
-            corrections.append(Correction(at=_now(), audit_id=audit_id, item=item, item_version=d.version,
-                                          action="rewrite_approved", why=f"version {d.version} re-audited: admitted",
-                                          after=_figures(a)))
-    failing = _failures(items, rules, found.criterion, flags, defs) if retire_failing else {}
-    for item, (why, figures) in sorted(failing.items()):
-        d = defs[item]
-        if before.get(item) == d.version:
-            continue  # retired before, at this version: logged then
-        retire(store, item=item, item_version=d.version, audit_id=audit_id, why=why)
-        corrections.append(Correction(at=_now(), audit_id=audit_id, item=item, item_version=d.version,
-                                      action="retired", why=why, before=figures))
-        if propose is not None:
-            disagreements = [r for r in ratings if r.item == item]
-            proposal = propose(d, why, figures, disagreements)
-            if proposal is not None:
-                corrections.append(proposal.model_copy(update={"audit_id": audit_id}))
-    for r in rules:
-        if r.collect_by_model and r.item in defs and (r.item, defs[r.item].version, "collect_by_model") not in logged:
-            corrections.append(Correction(
-                at=_now(), audit_id=audit_id, item=r.item, item_version=defs[r.item].version,
-                action="collect_by_model", why=r.note or f"the rule's recall against {r.rater} is too low",
-                before={"precision": r.precision, "recall": r.recall, "n": r.n}))
+    corrections = _corrections(store, audit_id, items=items, rules=rules, criterion=found.criterion, flags=flags,
+                               defs=defs, ratings=ratings, propose=propose if retire_failing else None,
+                               retire_failing=retire_failing)
     log_corrections(store, corrections)
     report = AuditReport(
         audit_id=audit_id, started_at=started, seconds=round(time.perf_counter() - t0, 3),
-        raters=tuple(sorted({*rater_names, *(r.rater for r in humans)})), model_calls=model_calls, sample=sample,
-        items=tuple(items), retired=tuple(sorted(retired_items(store))), corrections=tuple(corrections),
+        raters=tuple(sorted({*rater_names, *(r.rater for r in humans)})),
+        model_calls=model_calls + (counters.model_calls if counters is not None else 0), sample=sample,
+        items=tuple(items), retired=tuple(sorted(retired_in_force(store))), corrections=tuple(corrections),
         rules=tuple(rules), criterion=found.criterion, discriminant=found.discriminant, goodhart=found.goodhart,
         reliability=tuple(reliability), corrected=tuple(corrected), snapshot=found.snapshot, notes=tuple(notes))
     record_audit(store, report, finished=datetime.now(UTC))

@@ -8,11 +8,14 @@ from agent_factory.evaluators.core.present import fmt
 from agent_factory.factory.views.report.blocks import ChartIds, cell, rows_of, unrecorded
 from agent_factory.factory.views.report.charts import Point, interval_chart
 from agent_factory.factory.views.report.model import LAYER_NAMES, LAYERS, Block, ReportData, Section, Table
-from agent_factory.factory.views.results import ResultRow, presented
+from agent_factory.factory.views.results import ResultRow, audit_rows, presented
 
 
 def _own(data: ReportData, component: str) -> present.Rows:
-    return present.Rows(r for r in data.rows if r.component == component)
+    how = dict(presented()).get(component)
+    # The latest audit's rows beside the stored results: the spine box of Adjudication says what it found.
+    extra = audit_rows(how, data.audit) if how is not None else []
+    return present.Rows([*(r for r in data.rows if r.component == component), *extra])
 
 
 def layer_table(data: ReportData) -> Section:

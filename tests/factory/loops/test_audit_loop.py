@@ -70,6 +70,8 @@ class Raters:
             units = [unit_of[i] for i in ids if i in unit_of] + _HEAD.findall(prompt) + sorted(set(unit_of.values()))
             unit = units[0]
             value = ("yes", "no")[_h(item, unit) % 2]
+            if item.startswith("trajectory.outcome_asked."):
+                value = "no"  # unless the rules derived that label (below)
             if body["model"] == "fake-audit":
                 # A session's or a user's evidence is its turns': the unit the primary's datum is about is the one
                 # the stored data name.
@@ -111,6 +113,10 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Pat
         with Store(store, read_only=True) as st:
             raters.truth = {(u, i): v for u, i, v in st.con.execute(
                 "SELECT unit_id, item, value FROM atomic_data WHERE rater = 'primary'").fetchall()}
+            # The outcome label the trajectory rules derived, asked of the rater directly (one check per label).
+            raters.truth |= {(u, f"trajectory.outcome_asked.{json.loads(v)}"): "yes" for u, v in st.con.execute(
+                "SELECT unit_id, value FROM results WHERE component = 'trajectory' AND metric = 'outcome'"
+                " AND unit_id IS NOT NULL").fetchall() if isinstance(json.loads(v), str)}
         server.reset()
         yield store, suite, server, raters
 
