@@ -125,8 +125,9 @@ def _interval(a: TwoWayAnova, kind: ICCKind, confidence: float) -> tuple[float, 
         fj = jms / ems
         spread = n * (1 + (k - 1) * rho) - k * rho
         v = (k - 1) * (n - 1) * (k * rho * fj + spread) ** 2 / ((n - 1) * k**2 * rho**2 * fj**2 + spread**2)
-        from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-        f_up, f_low = stats.f.ppf(q, n - 1, v), stats.f.ppf(q, v, n - 1)
+        from scipy.special import fdtri  # `scipy.stats.f.ppf`'s own kernel, bit for bit; scipy.stats took 1.5 s
+
+        f_up, f_low = fdtri(n - 1, v, q), fdtri(v, n - 1, q)
         low = n * (bms - f_up * ems) / (f_up * (k * jms + (k * n - k - n) * ems) + n * bms)
         high = n * (f_low * bms - ems) / (k * jms + (k * n - k - n) * ems + n * f_low * bms)
         if kind == "ICC(2,k)":  # Spearman-Brown step-up of the single-rater limits
@@ -134,9 +135,10 @@ def _interval(a: TwoWayAnova, kind: ICCKind, confidence: float) -> tuple[float, 
         return float(low), float(high)
     error, df_error = (wms, n * (k - 1)) if kind.startswith("ICC(1") else (ems, (n - 1) * (k - 1))
     f0 = bms / error
-    from scipy import stats  # scipy.stats takes seconds to import: only where an interval is computed
-    f_low = f0 / stats.f.ppf(q, n - 1, df_error)
-    f_high = f0 * stats.f.ppf(q, df_error, n - 1)
+    from scipy.special import fdtri  # `scipy.stats.f.ppf`'s own kernel, bit for bit; scipy.stats took 1.5 s
+
+    f_low = f0 / fdtri(n - 1, df_error, q)
+    f_high = f0 * fdtri(df_error, n - 1, q)
     if kind.endswith(",1)"):
         return float((f_low - 1) / (f_low + k - 1)), float((f_high - 1) / (f_high + k - 1))
     return float(1 - 1 / f_low), float(1 - 1 / f_high)

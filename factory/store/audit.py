@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+import pyarrow as pa
+
 from agent_factory.evaluators.audit.model import AuditReport, Correction, Rating
 from agent_factory.evaluators.audit.sample import Candidate
 from agent_factory.factory.store.base import Store
@@ -31,13 +33,22 @@ def write_labels(store: Store, ratings: Sequence[Rating], *, source: str) -> int
     if not ratings:
         return 0
     now = datetime.now(UTC)
+    # One Arrow table, one delete and one insert: a statement per label took 5 s for Who&When's 4,034 labels.
+    # As before, every label of the batch is inserted after the stored ones sharing a key are deleted.
+    batch = pa.table({"unit_id": [r.unit_id for r in ratings], "item": [r.item for r in ratings],
+                      "rater": [r.rater for r in ratings], "value": [r.value for r in ratings],
+                      "user_id": [r.user for r in ratings]},
+                     schema=pa.schema([(c, pa.string()) for c in ("unit_id", "item", "rater", "value", "user_id")]))
     with store.transaction():
-        store.con.executemany(
-            "DELETE FROM labels WHERE unit_id = ? AND item = ? AND rater = ?",
-            [(r.unit_id, r.item, r.rater) for r in ratings])
-        store.con.executemany(
-            "INSERT INTO labels VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(r.unit_id, r.item, r.rater, r.value, r.user, source, now) for r in ratings])
+        store.con.register("labels_batch", batch)
+        try:
+            store.con.execute(
+                "DELETE FROM labels t WHERE EXISTS (SELECT 1 FROM labels_batch b WHERE t.unit_id = b.unit_id"
+                " AND t.item = b.item AND t.rater = b.rater)")
+            store.con.execute("INSERT INTO labels SELECT unit_id, item, rater, value, user_id, ?, ? FROM labels_batch",
+                              [source, now])
+        finally:
+            store.con.unregister("labels_batch")
     return len(ratings)
 
 
@@ -76,11 +87,13 @@ def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
     if units is not None:
         where.append("d.unit_id IN (SELECT unnest(?))")
         args.append(sorted(units))
-    rows = store.con.execute(
+    # Read as Arrow columns and zipped into ratings: a third of the time of fetching a tuple per row and
+    # unpacking it (56k primary data of 200 simulated users: 0.1 s against 0.3).
+    table = store.con.sql(
         "SELECT d.unit_id, coalesce(u.user_id, u.user_key, d.unit_id), d.item, d.rater, d.value FROM atomic_data d"
         " LEFT JOIN units u ON u.unit_id = d.unit_id AND u.layer = d.layer WHERE " + " AND ".join(where)
-        + " ORDER BY d.item, d.unit_id, d.rater", args).fetchall()
-    return [Rating(u, user, i, r, v) for u, user, i, r, v in rows]
+        + " ORDER BY d.item, d.unit_id, d.rater", params=args).to_arrow_table()
+    return list(map(Rating, *(column.to_pylist() for column in table.columns)))
 
 
 # ---- the sample -------------------------------------------------------------------------------------------
