@@ -74,10 +74,10 @@ def label_sources(store: Store) -> dict[str, int]:
 
 # ---- audit data (atomic data of every rater, as ratings) ----------------------------------------------------
 
-def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
-                 units: Iterable[str] | None = None) -> list[Rating]:
-    """The stored atomic data as ratings: every rater's (or `raters`'), of `units` only when given; uncollected
-    data are no ratings and are left out. The user is the unit's `units.user_id`, else its user key (the
+def read_ratings(store: Store, *, raters: Iterable[str] | None = None, units: Iterable[str] | None = None,
+                 items: Iterable[str] | None = None) -> list[Rating]:
+    """The stored atomic data as ratings: every rater's (or `raters`'), of `units` and `items` only when given;
+    uncollected data are no ratings and are left out. The user is the unit's `units.user_id`, else its user key (the
     conversation of a source that names no user), else its own id; a unit id two layers share (a turn that is its
     own conversation) is joined on its layer, so each datum is one rating."""
     where, args = ["d.value <> 'uncollected'"], []
@@ -87,6 +87,9 @@ def read_ratings(store: Store, *, raters: Iterable[str] | None = None,
     if units is not None:
         where.append("d.unit_id IN (SELECT unnest(?))")
         args.append(sorted(units))
+    if items is not None:
+        where.append("d.item IN (SELECT unnest(?))")
+        args.append(sorted(items))
     # Read as Arrow columns and zipped into ratings: a third of the time of fetching a tuple per row and
     # unpacking it (56k primary data of 200 simulated users: 0.1 s against 0.3).
     table = store.con.sql(

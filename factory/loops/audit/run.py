@@ -134,7 +134,7 @@ def _corrected(store: Store, ratings: Sequence[Rating], audit_data: Sequence[Rat
     judged_items = {r.item for r in ratings if r.rater != "primary"}
     if not judged_items:
         return []
-    judge = [r for r in read_ratings(store, raters=["primary"]) if r.item in judged_items]
+    judge = read_ratings(store, raters=["primary"], items=judged_items)
     out: list[Corrected] = []
     for component in sorted({d.component for d in drawn}):
         weights = {d.unit_id: d.weight for d in drawn if d.component == component}
