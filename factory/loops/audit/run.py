@@ -73,8 +73,9 @@ MIN_RULE_PRECISION = 0.5
 """A rule is retired when the upper end of its precision's interval against a model rater is below this: the
 data cannot rule out that most of its detections are wrong."""
 MIN_ITEM_UNITS = 10
-"""Units an item needs rated by two raters before a kappa below the line retires it: with fewer, the interval
-spans most of [-1, 1] and the decision would be noise (the item is reported, near the line, and kept)."""
+"""Units an item needs rated by two raters before a kappa below the line, or a rule's precision, retires it: with
+fewer, the interval spans most of [-1, 1] (or a bootstrap of two units gives one point) and the decision would be
+noise (the item is reported and kept)."""
 
 
 def _now() -> str:
@@ -113,7 +114,8 @@ def _failures(items: Sequence[ItemAgreement], rules: Sequence[RuleCheck], criter
             out[a.item] = (f"kappa {a.kappa:.3f} (at two decimals {a.kappa:.2f}) is below the admission line 0.60 "
                            f"over {a.n} units ({', '.join(a.raters)})", _figures(a))
     for r in rules:
-        if r.item in defs and r.precision_high is not None and r.precision_high < MIN_RULE_PRECISION:
+        if r.item in defs and r.n >= MIN_ITEM_UNITS and r.precision_high is not None and \
+                r.precision_high < MIN_RULE_PRECISION:
             out.setdefault(r.item, (f"the rule's precision against {r.rater} is {r.precision:.2f} "
                                     f"[{r.precision_low:.2f}, {r.precision_high:.2f}], below {MIN_RULE_PRECISION}",
                                     {"precision": r.precision, "recall": r.recall, "n": r.n}))
@@ -234,6 +236,9 @@ def run_audit(
     audit_data = [r for r in read_ratings(store, raters=rater_names, units=sampled)
                   if r.item not in ASKED_ITEMS] if sampled else []  # the outcome labels asked are compared apart
     primary_on = read_ratings(store, raters=["primary"], units=sampled | labelled) if sampled | labelled else []
+    # A label's unit keeps the store's user (cluster) where a run gave it one: a label file may name none.
+    user_of = {r.unit_id: r.user for r in (*primary_on, *audit_data)}
+    humans = [r._replace(user=user_of.get(r.unit_id, r.user)) for r in humans]
     others = {r.item for r in (*audit_data, *humans)}
     ratings = _checks([r for r in (*primary_on, *audit_data, *humans) if r.item in others], defs)
     # The suite's collector against the audit's models on the sample, and against people where they labelled:
