@@ -149,12 +149,13 @@ def items_table(items: Sequence[ItemAgreement], *, limit: int) -> tuple[Table, l
     """The items worst first, at most `limit` of them (raters, units, kappa with its interval, alpha, the
     decision), and a line for each undecided item saying why."""
     table = Table(box=None, show_edge=False, pad_edge=False, padding=(0, 1), header_style="bold")
+    # The figures keep their width on a narrow terminal (80 columns): only the item's name is cut (--json has it).
     table.add_column("item", overflow="ellipsis", no_wrap=True, min_width=12, max_width=36)
-    table.add_column("raters", justify="right", no_wrap=True)
-    table.add_column("n", justify="right", no_wrap=True)
-    table.add_column("kappa [95% CI]", no_wrap=True)
-    table.add_column("alpha", justify="right", no_wrap=True)
-    table.add_column("decision", no_wrap=True)
+    table.add_column("raters", justify="right", no_wrap=True, min_width=6)
+    table.add_column("n", justify="right", no_wrap=True, min_width=3)
+    table.add_column("kappa [95% CI]", no_wrap=True, min_width=20)
+    table.add_column("alpha", justify="right", no_wrap=True, min_width=6)
+    table.add_column("decision", no_wrap=True, min_width=14, overflow="ellipsis")
     why: list[Padding] = []
     for it in worst_items(items)[:limit]:
         kappa = f"{it.kappa:.3f} {interval(it.kappa_low, it.kappa_high)}".rstrip() if it.kappa is not None else "—"
