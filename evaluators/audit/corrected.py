@@ -18,6 +18,11 @@ from agent_factory.evaluators.stats.ppi import METHOD, judge_rate, ppi_rate
 
 VERSION = "1"
 
+MIN_LABELS = 10
+"""Labelled units a correction needs: with fewer, the labels' rectifier rests on a handful of units whose spread
+says nothing (two labels that agree give a zero-width interval), so the corrected value is left undefined with
+the reason rather than printed beside the judge's as if it were an estimate."""
+
 
 def _check(r: Rating) -> bool:
     """Whether the rating counts (False for a missing label); a value outside the rated values raises."""
@@ -33,7 +38,7 @@ def _check(r: Rating) -> bool:
 
 def _one_item(
     item: str, judged: dict[str, Rating], labelled: dict[str, list[Rating]], weights: Mapping[str, float] | None,
-    metrics: tuple[str, ...],
+    metrics: tuple[str, ...], min_labels: int,
 ) -> list[Corrected]:
     units = sorted(judged)
     position = {unit: i for i, unit in enumerate(units)}
@@ -56,6 +61,11 @@ def _one_item(
     )
     w = None if weights is None else [float(weights[u]) for u in used]
     judge = judge_rate(f_yes, f_app, users)
+    if len(used) < min_labels:
+        notes.append(f"corrected: {len(used)} labelled unit(s); a correction needs at least {min_labels}")
+        return [Corrected(metric=metric, item=item, reference=reference, judge=judge.value, judge_low=judge.low,
+                          judge_high=judge.high, corrected=None, labels=len(used), units=len(units), method=METHOD,
+                          note="; ".join(notes)) for metric in metrics]
     ppi = ppi_rate(f_yes, f_app, users, [position[u] for u in used], y_yes, y_app, weights=w)
     for why in (judge.note and f"judge: {judge.note}", ppi.note and f"corrected: {ppi.note}"):
         if why:
@@ -76,8 +86,10 @@ def corrected_rates(
     *,
     weights: Mapping[str, float] | None = None,
     metric_names: Mapping[str, tuple[str, ...]] | None = None,
+    min_labels: int = MIN_LABELS,
 ) -> list[Corrected]:
-    """Per item that has reference labels, its rate judged on every unit and corrected with the labels.
+    """Per item that has reference labels, its rate judged on every unit and corrected with the labels (left
+    undefined, with the reason, on fewer than `min_labels` labelled units).
 
     `judge`: one rater's ratings on all units (each unit once per item); `reference`: the labels on the sampled
     units, from one or more raters (averaged per unit); `weights`: each labelled unit's sampling weight
@@ -104,5 +116,5 @@ def corrected_rates(
     out: list[Corrected] = []
     for item in sorted(set(judged) & set(labelled)):
         metrics = (metric_names or {}).get(item) or (f"rate.{item}",)
-        out += _one_item(item, judged[item], labelled[item], weights, metrics)
+        out += _one_item(item, judged[item], labelled[item], weights, metrics, min_labels)
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_factory.evaluators.audit.corrected import corrected_rates
+from agent_factory.evaluators.audit.corrected import MIN_LABELS, corrected_rates
 from agent_factory.evaluators.audit.model import Rating
 from agent_factory.evaluators.stats.ppi import judge_rate, ppi_rate
 
@@ -25,7 +25,8 @@ HUMANS = [
 
 
 def test_corrected_rate_feeds_the_judge_and_the_averaged_labels_to_ppi() -> None:
-    [got] = corrected_rates(JUDGE, HUMANS, weights={"t0": 2.0, "t1": 2.0, "t3": 4.0, "t6": 4.0}, metric_names=None)
+    [got] = corrected_rates(JUDGE, HUMANS, weights={"t0": 2.0, "t1": 2.0, "t3": 4.0, "t6": 4.0}, metric_names=None,
+                            min_labels=1)
     yes = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
     applicable = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 1.0]
     users = ["u0", "u0", "u1", "u1", "u2", "u2", "u3", "u3"]
@@ -37,6 +38,13 @@ def test_corrected_rate_feeds_the_judge_and_the_averaged_labels_to_ppi() -> None
     assert (got.corrected, got.low, got.high, got.lam) == (expected.value, expected.low, expected.high, expected.lam)
     assert (got.judge, got.judge_low, got.judge_high) == (pytest.approx(5 / 7), judge.low, judge.high)
     assert got.note is not None and "1 labelled unit(s) the judge did not rate" in got.note
+
+
+def test_too_few_labels_correct_nothing_and_say_why() -> None:
+    [got] = corrected_rates(JUDGE, HUMANS, weights={"t0": 2.0, "t1": 2.0, "t3": 4.0, "t6": 4.0})
+    assert got.labels == 4 < MIN_LABELS and got.corrected is None and got.low is None and got.high is None
+    assert got.judge == pytest.approx(5 / 7) and got.judge_low is not None  # the judge's rate is still reported
+    assert got.note is not None and f"a correction needs at least {MIN_LABELS}" in got.note
 
 
 def test_metric_names_and_items_without_labels() -> None:
