@@ -180,12 +180,18 @@ def audit_lines(audit: AuditReport | None) -> tuple[Line, ...]:
         said.append(f"{len(audit.retired)} retired")
     if audit.criterion:
         said.append(f"{len(wrong)} of {len(audit.criterion)} flag-outcome pair(s) pointing the wrong way")
+    # Corrected rates first, largest correction first (what a reader should see); those the labels were too few
+    # to correct are counted, not listed.
+    done = sorted((c for c in audit.corrected if c.corrected is not None and c.judge is not None),
+                  key=lambda c: -abs((c.corrected or 0.0) - (c.judge or 0.0)))
+    if len(done) < len(audit.corrected):
+        said.append(f"{len(audit.corrected) - len(done)} rate(s) with too few labels to correct")
     out = [Line(component="audit", text=f"audit {audit.audit_id} ({audit.started_at}): {', '.join(said)}")]
-    out += [_corrected_line(c) for c in audit.corrected[:AUDIT_SHOWN]]
+    out += [_corrected_line(c) for c in done[:AUDIT_SHOWN]]
     if audit.retired:
         out.append(Line(component="audit", text=f"retired (out of the analyses): {', '.join(audit.retired)}"))
     out += [_wrong_way_line(c) for c in wrong[:AUDIT_SHOWN]]
-    hidden = max(0, len(audit.corrected) - AUDIT_SHOWN) + max(0, len(wrong) - AUDIT_SHOWN)
+    hidden = max(0, len(done) - AUDIT_SHOWN) + max(0, len(wrong) - AUDIT_SHOWN)
     if hidden:
         out.append(Line(component="audit", text=f"{hidden} more in `agent-factory audit`"))
     return tuple(out)

@@ -56,6 +56,7 @@ from agent_factory.factory.store.audit import (
     read_labels,
     read_ratings,
     record_audit,
+    reinstate,
     retire,
     retired_in_force,
     retired_items,
@@ -172,6 +173,16 @@ def _corrections(
                                           action="rewrite_approved", why=f"version {d.version} re-audited: admitted",
                                           after=_figures(found)))
     failing = _failures(items, rules, criterion, flags, defs) if retire_failing else {}
+    for item, old in sorted(before.items()):
+        # Retired at this version, and now admitted over enough units with nothing else failing: a person's
+        # labels corrected, or more labels moved the decision. The retirement is lifted and the data return.
+        d, found = defs.get(item), by_item.get(item)
+        if d is not None and d.version == old and item not in failing and found is not None and found.admitted \
+                and found.n >= MIN_ITEM_UNITS:
+            reinstate(store, item=item)
+            corrections.append(Correction(at=_now(), audit_id=audit_id, item=item, item_version=d.version,
+                                          action="reinstated", why=f"admitted again over {found.n} units",
+                                          after=_figures(found)))
     for item, (why, figures) in sorted(failing.items()):
         d = defs[item]
         if before.get(item) == d.version:
