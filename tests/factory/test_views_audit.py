@@ -191,9 +191,10 @@ def test_adjudication_shows_the_latest_audit_worst_first_with_its_charts() -> No
     items = blocks["Agreement per data item"]
     assert items.table is not None and [r[0] for r in items.table.rows] == ["mast.1_5", "mast.1_3", "mast.2_2",
                                                                            "mast.1_6"]
-    assert [cell.replace("\u00a0", " ") for cell in items.table.rows[0][5:9]] == [
-        "-0.111 [-0.250, -0.034]", "fleiss", "-0.074 [-0.208, 0.000]", "below the line"]
-    assert items.table.rows[2][8] == "admitted, near the line"
+    assert items.table.columns == ("item", "raters", "units", "kappa [95% CI]", "alpha [95% CI]", "decision", "note")
+    assert [cell.replace("\u00a0", " ") for cell in items.table.rows[0][3:6]] == [
+        "-0.111 [-0.250, -0.034] (fleiss)", "-0.074 [-0.208, 0.000]", "below the line"]
+    assert items.table.rows[2][5] == "admitted, near the line"
     # The undecided item is in the table, not in the plot; the admission line is drawn.
     assert items.chart is not None and "0.60" in str(items.chart.spec)
     plotted = [p["label"] for layer in items.chart.spec["layer"][:1] for p in layer["data"]["values"]]

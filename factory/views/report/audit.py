@@ -57,13 +57,26 @@ def _worst_items(items: Sequence[ItemAgreement]) -> list[ItemAgreement]:
     return sorted(items, key=rank)
 
 
+NOTE_CHARS = 90
+"""Characters of an item's reason the table shows: its first clause (the bootstrap's caveats that follow would
+make every row a column of words); `audit --json` has the whole reason."""
+
+
+def _short(reason: str | None) -> str:
+    first = (reason or "").split("; ", 1)[0]
+    return first if len(first) <= NOTE_CHARS else first[:NOTE_CHARS - 1].rstrip() + "…"
+
+
 def _items_block(ids: ChartIds, audit: AuditReport) -> Block:
     items = _worst_items(audit.items)
-    rows = tuple((it.item, it.component, ", ".join(it.raters), f"{it.n:,}", f"{it.labels:,}",
-                  _est(it.kappa, it.kappa_low, it.kappa_high), it.kappa_method or "",
-                  _est(it.alpha, it.alpha_low, it.alpha_high), _decision(it), it.reason or "") for it in items)
-    table = Table(columns=("item", "component", "raters", "units", "labels", "kappa [95% CI]", "kappa of",
-                           "alpha [95% CI]", "decision", "note"), rows=rows)
+    # The component is the item's first part, and the kind of kappa follows from the raters: the table keeps to
+    # what a reader compares, so it fits the page (`audit --json` has every field).
+    rows = tuple((it.item, ", ".join(it.raters), f"{it.n:,}",
+                  _est(it.kappa, it.kappa_low, it.kappa_high)
+                  + (f" ({it.kappa_method})" if it.kappa_method and it.kappa is not None else ""),
+                  _est(it.alpha, it.alpha_low, it.alpha_high), _decision(it), _short(it.reason)) for it in items)
+    table = Table(columns=("item", "raters", "units", "kappa [95% CI]", "alpha [95% CI]", "decision", "note"),
+                  rows=rows)
     pts = [Point(label=it.item, value=it.kappa, low=it.kappa_low, high=it.kappa_high, n=it.n)
            for it in items if it.kappa is not None]
     chart = ids.chart("Kappa per item", interval_chart(
