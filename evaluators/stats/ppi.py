@@ -154,10 +154,15 @@ def ppi_rate(
     pilot_yes, pilot_app = _rate(0.0, f, y, idx, w)
     if pilot_app <= 0.0:
         return PPIEstimate(value=None, note="no labelled unit is applicable: the rate is undefined", **common)
+    flat = False
     if lam is None:
         b, d = _parts(pilot_yes / pilot_app, f, y, idx, w, member, g)
         dd = float(d @ d)
-        lam = min(1.0, max(0.0, float(b @ d) / dd)) if dd > 0.0 else 0.0
+        # Labels with no variation on the sample (all one value) tell the tuning nothing: b is 0, so lambda would
+        # be 0 and the estimate the labels' own constant with a zero-width interval (11 labels all `no` read as a
+        # rate of exactly 0 beside a judge's 0.10). Classic PPI (lambda 1) keeps the judge's information instead.
+        flat = not np.any(b)
+        lam = 1.0 if flat else min(1.0, max(0.0, float(b @ d) / dd)) if dd > 0.0 else 0.0
     m_yes, m_app = _rate(lam, f, y, idx, w)
     if m_app <= 0.0:
         return PPIEstimate(value=None, lam=lam, note="the corrected applicable share is not positive", **common)
@@ -169,6 +174,8 @@ def ppi_rate(
     se = math.sqrt(g / (g - 1) * float(psi @ psi))
     half = normal_quantile(0.5 + confidence / 2.0) * se
     note = "no variation among users: the interval is a single point" if se == 0.0 else None
+    if flat:
+        note = "; ".join(n for n in ("the labels do not vary on the sample: classic PPI (lambda 1)", note) if n)
     return PPIEstimate(
         value=value, low=max(0.0, value - half), high=min(1.0, value + half), se=se, lam=lam, note=note, **common
     )

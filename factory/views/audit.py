@@ -156,13 +156,17 @@ def items_table(items: Sequence[ItemAgreement], *, limit: int) -> tuple[Table, l
     table.add_column("kappa [95% CI]", no_wrap=True, min_width=20)
     table.add_column("alpha", justify="right", no_wrap=True, min_width=6)
     table.add_column("decision", no_wrap=True, min_width=14, overflow="ellipsis")
-    why: list[Padding] = []
+    undecided: dict[str, list[str]] = {}
     for it in worst_items(items)[:limit]:
         kappa = f"{it.kappa:.3f} {interval(it.kappa_low, it.kappa_high)}".rstrip() if it.kappa is not None else "—"
         table.add_row(Text(it.item), Text(str(len(it.raters))), Text(f"{it.n:,}"), Text(kappa),
                       Text(num(it.alpha, 3)), Text(decision(it)))
         if it.kappa is None and it.reason:
-            why.append(_indented(f"{it.item} undecided: {it.reason}"))
+            # One line per reason, not per item: most undecided items share one (every label alike), and the
+            # bootstrap's caveats after its first clause repeat it (`agreement --json` has every reason whole).
+            undecided.setdefault(it.reason.split("; ", 1)[0], []).append(it.item)
+    why = [_indented(f"undecided ({len(names)}): {reason} ({', '.join(names[:3])}"
+                     f"{', ...' if len(names) > 3 else ''})") for reason, names in undecided.items()]
     return table, why
 
 

@@ -131,3 +131,15 @@ def test_detection_counts_precision_and_recall() -> None:
     silent = detection_rates([False] * 4, [True, False, True, False], ["a", "a", "b", "b"], n_boot=50)
     assert (silent.precision, silent.recall, silent.recall_high) == (None, 0.0, 0.0)
     assert silent.note is not None and "never fired" in silent.note
+
+
+def test_labels_that_do_not_vary_keep_the_judge_classic_ppi() -> None:
+    # 100 units of 50 users, the judge says yes on 10; 11 labelled units, all `no` as the judge says: the tuning
+    # has nothing to learn from, and the labels' own 0 with a zero-width interval would be no estimate at all.
+    yes = np.array([1.0] * 10 + [0.0] * 90)
+    users = [f"u{i // 2}" for i in range(100)]
+    sample = list(range(20, 31))
+    got = ppi_rate(yes, np.ones(100), users, sample, np.zeros(11), np.ones(11))
+    assert got.lam == 1.0 and got.value == pytest.approx(0.10)
+    assert got.low is not None and got.high is not None and got.low < 0.10 < got.high
+    assert got.note is not None and "classic PPI" in got.note

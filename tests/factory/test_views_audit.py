@@ -114,7 +114,7 @@ def test_audit_prints_one_screen_with_figures_intervals_and_what_points_the_wron
     row = next(line for line in lines if line.startswith("mast.1_5"))
     assert row.split() == ["mast.1_5", "3", "10", "-0.111", "[-0.25,", "-0.03]", "-0.074", "below", "the", "line"]
     assert "admitted, near the line" in next(line for line in lines if line.startswith("mast.2_2"))
-    assert "undecided: every label is `no`" in text
+    assert "undecided (1): every label is `no`: chance agreement is 1 (mast.1_3)" in text
     wrong = [line for line in lines if "wrong way:" in line]
     assert len(wrong) == 1 and "conduct.write_arguments_grounded.violated vs task_reward: AUC 0.462" in wrong[0]
     assert "wrong way: conduct.write_arguments_grounded.violated vs task_reward: AUC 0.462 [0.405, 0.500], " \
