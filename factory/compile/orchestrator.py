@@ -353,7 +353,8 @@ def accept(p: Proposal, pend: Pending, *, cat: Catalogue, text: str, source: str
 # ---- the calls ---------------------------------------------------------------------------------------------
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
+def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to its end from synchronous code, in a thread of its own when called under a running loop."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -415,7 +416,7 @@ def orchestrate(
     redactor = load_redactor(model.redactor)
     prompts = [render_prompt(b, cat, redactor=redactor) for b in groups]
     store = cache if cache is not None else DatumCache(None)
-    answers, hits = _run(_answers(prompts, model.small, model, store, counters)) \
+    answers, hits = run_coroutine(_answers(prompts, model.small, model, store, counters)) \
         if prompts else ([], 0)
     seen = {c.id for c in spec.clauses}
     clauses: list[CompiledClause] = list(spec.clauses)
@@ -450,4 +451,4 @@ def orchestrate(
 
 
 __all__ = ["BATCH_SIZE", "MODEL_ERROR", "VERSION", "Catalogue", "OrchestratorResult", "Pending", "Proposal",
-           "Proposals", "accept", "batches", "clause_rules", "orchestrate", "pending", "render_prompt"]
+           "Proposals", "accept", "batches", "clause_rules", "orchestrate", "pending", "render_prompt", "run_coroutine"]

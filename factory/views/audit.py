@@ -28,6 +28,7 @@ from agent_factory.evaluators.audit.model import (
     RuleCheck,
 )
 from agent_factory.evaluators.stats import ADMISSION_THRESHOLD
+from agent_factory.factory.views.results import command_lines
 
 VERSION = "1"
 WIDTH = 98
@@ -178,27 +179,6 @@ def _items_heading(items: Sequence[ItemAgreement]) -> Text:
     return _heading(f"Agreement per item: {len(items)} item(s), {admitted} admitted, {below} below the "
                     f"{ADMISSION_THRESHOLD:.2f} line, {undecided} undecided, {near} near the line (Cohen's kappa "
                     "for two raters, Fleiss' for more, at two decimals; intervals resample users)")
-
-
-def command_lines(cmd: str, *, width: int = WIDTH) -> list[str]:
-    """A command as lines a shell reads as one (broken between options with a trailing backslash)."""
-    indent, pad = "  ", "      "
-    if len(indent) + len(cmd) <= width:
-        return [indent + cmd]
-    pieces: list[str] = []
-    for w in cmd.split(" "):
-        if pieces and not w.startswith("-") and pieces[-1].startswith("-") and " " not in pieces[-1]:
-            pieces[-1] += " " + w  # an option stays with its value
-        else:
-            pieces.append(w)
-    lines, cur = [], indent
-    for p in pieces:
-        if cur.strip() and len(cur) + 1 + len(p) + 2 > width:
-            lines.append(cur + " \\")
-            cur = pad + p
-        else:
-            cur = cur + (" " if cur.strip() else "") + p
-    return [*lines, cur]
 
 
 def _with(options: str) -> str:

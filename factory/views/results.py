@@ -119,3 +119,31 @@ def read_rows(store: Store, redactor: Redactor | None = None) -> tuple[ResultRow
                               value=text(value) if isinstance(value, str) else value, low=lo, high=hi,
                               n=None if n is None else int(n), note=text(note)))
     return tuple(rows)
+
+
+COMMAND_WIDTH = 98
+"""Columns a suggested command is laid out for (a 100-column terminal), in every view that prints `next:`."""
+
+
+def command_lines(cmd: str, *, width: int = COMMAND_WIDTH, indent: str = "  ") -> list[str]:
+    """A suggested command as lines of at most `width` columns that a shell reads as the one command: broken
+    between options with a trailing backslash, never inside an option's value (a path is printed whole, on a
+    line of its own past `width` if it must)."""
+    if len(indent) + len(cmd) <= width:
+        return [indent + cmd]
+    words = cmd.split(" ")
+    # Each option stays with its value: `--store PATH` is one piece.
+    pieces: list[str] = []
+    for w in words:
+        if pieces and not w.startswith("-") and pieces[-1].startswith("-") and " " not in pieces[-1]:
+            pieces[-1] += " " + w
+        else:
+            pieces.append(w)
+    lines, cur, pad = [], indent, indent + "    "
+    for p in pieces:
+        if cur.strip() and len(cur) + 1 + len(p) + 2 > width:
+            lines.append(cur + " \\")
+            cur = pad + p
+        else:
+            cur = cur + (" " if cur.strip() else "") + p
+    return [*lines, cur]

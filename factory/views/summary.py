@@ -19,7 +19,7 @@ from agent_factory.evaluators.core import present
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.evaluators.core.present import fmt, number
 from agent_factory.evaluators.findings import Association
-from agent_factory.factory.views.results import ResultRow, StoreFacts, audit_rows, presented
+from agent_factory.factory.views.results import ResultRow, StoreFacts, audit_rows, command_lines, presented
 from agent_factory.frozen import Frozen
 
 VERSION = "1"
@@ -223,30 +223,6 @@ def build_summary(facts: StoreFacts, rows: Sequence[ResultRow], *, flags: Sequen
     traffic = f"{facts.turns:,} turns, {facts.sessions:,} sessions, {facts.users:,} users of real traffic"
     return Summary(store=facts.path, traffic=traffic, components=comps, absent=absent, outcomes=assoc, next=nxt,
                    audit=audit_lines(audit))
-
-
-def command_lines(cmd: str, *, width: int = WIDTH, indent: str = "  ") -> list[str]:
-    """A suggested command as lines of at most `width` columns that a shell reads as the one command: broken
-    between options with a trailing backslash, never inside an option's value (a path is printed whole, on a
-    line of its own past `width` if it must)."""
-    if len(indent) + len(cmd) <= width:
-        return [indent + cmd]
-    words = cmd.split(" ")
-    # Each option stays with its value: `--store PATH` is one piece.
-    pieces: list[str] = []
-    for w in words:
-        if pieces and not w.startswith("-") and pieces[-1].startswith("-") and " " not in pieces[-1]:
-            pieces[-1] += " " + w
-        else:
-            pieces.append(w)
-    lines, cur, pad = [], indent, indent + "    "
-    for p in pieces:
-        if cur.strip() and len(cur) + 1 + len(p) + 2 > width:
-            lines.append(cur + " \\")
-            cur = pad + p
-        else:
-            cur = cur + (" " if cur.strip() else "") + p
-    return [*lines, cur]
 
 
 def render(summary: Summary) -> list[str]:

@@ -19,12 +19,10 @@ version is both of its items' version, so its trigger is recollected too (by its
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import tempfile
-from collections.abc import Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -62,6 +60,7 @@ from agent_factory.evaluators.core import (
 )
 from agent_factory.evaluators.core.model import Tier
 from agent_factory.evaluators.core.registry import clause_rules, rule_names
+from agent_factory.factory.compile.orchestrator import run_coroutine
 from agent_factory.factory.suite.evaluator_file import (
     EVALUATORS_DIR,
     PACK_FILE,
@@ -365,15 +364,6 @@ def apply_answer(definition: DataDefinition, answer: RewriteAnswer) -> tuple[Dat
 # ---- the call ----------------------------------------------------------------------------------------------
 
 
-def _run(coro: Coroutine[Any, Any, T]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1) as pool:  # called from async code: its loop cannot be re-entered
-        return pool.submit(asyncio.run, coro).result()
-
-
 async def _answer(prompt: str, model: ModelSpec, cache: DatumCache, counters: CallCounters, *, budget: Budget,
                   retry: RetryPolicy, backend_factory: BackendFactory) -> tuple[RewriteAnswer | str, bool]:
     """The validated answer (or the error that ended its retries), and whether it came from the cache."""
@@ -401,7 +391,7 @@ def propose_rewrite(
     """Ask `model` for a rewrite of the failing `definition` (see the module docstring). A model failure gives a
     proposal without a definition and the error in `problems`; it never raises."""
     prompt = render_prompt(definition, failure, examples, redactor=redactor)
-    answer, cached = _run(_answer(prompt, model, cache, counters,
+    answer, cached = run_coroutine(_answer(prompt, model, cache, counters,
                                   budget=budget if budget is not None else Budget(BudgetLimits()),
                                   retry=retry if retry is not None else RetryPolicy(),
                                   backend_factory=backend_factory or backend_for))

@@ -21,7 +21,7 @@ from agent_factory.evaluators.core.model import Value
 from agent_factory.evaluators.core.registry import Observations, UnitRow, components
 from agent_factory.evaluators.findings import FlagRow
 from agent_factory.evaluators.stats import cluster_auc
-from agent_factory.frozen import Frozen
+from agent_factory.factory.views.results import ResultRow
 
 
 def _spec(fid: str, meaning: str = "bad") -> FlagSpec:
@@ -242,28 +242,16 @@ def test_goodhart_flags_an_improvement_while_the_next_layer_worsens() -> None:
     assert sig.metric_change == pytest.approx(0.05) and sig.next_change == pytest.approx(0.10)
 
 
-class _Row(Frozen):
-    component: str
-    layer: str | None
-    metric: str
-    stratum: str | None
-    value: float | str | None
-    low: float | None = None
-    high: float | None = None
-    n: int | None = None
-    note: str | None = None
-
-
 def test_a_snapshot_keeps_the_headline_estimates_over_all_units() -> None:
-    rows = [_Row(component="execution", layer="trace", metric="failure_rate", stratum="all", value=0.1),
-            _Row(component="execution", layer="trace", metric="failure_rate.wilson", stratum="all", value=0.1),
-            _Row(component="execution", layer="trace", metric="failure_rate", stratum="mode=deep", value=0.3),
-            _Row(component="execution", layer="trace", metric="delivery_failure_share", stratum="all", value=0.1),
-            _Row(component="execution", layer="conversation", metric="delivery_failure_share", stratum="all",
+    rows = [ResultRow(component="execution", layer="trace", metric="failure_rate", stratum="all", value=0.1),
+            ResultRow(component="execution", layer="trace", metric="failure_rate.wilson", stratum="all", value=0.1),
+            ResultRow(component="execution", layer="trace", metric="failure_rate", stratum="mode=deep", value=0.3),
+            ResultRow(component="execution", layer="trace", metric="delivery_failure_share", stratum="all", value=0.1),
+            ResultRow(component="execution", layer="conversation", metric="delivery_failure_share", stratum="all",
                  value=0.2),
-            _Row(component="substance", layer="trace", metric="S", stratum="all", value=None),
-            _Row(component="conduct", layer="conversation", metric="invariant.x", stratum=None, value="held"),
-            _Row(component="nobody", layer="trace", metric="x", stratum="all", value=1.0)]
+            ResultRow(component="substance", layer="trace", metric="S", stratum="all", value=None),
+            ResultRow(component="conduct", layer="conversation", metric="invariant.x", stratum=None, value="held"),
+            ResultRow(component="nobody", layer="trace", metric="x", stratum="all", value=1.0)]
     assert v.snapshot(rows, components()) == {
         "execution/failure_rate": 0.1, "execution/delivery_failure_share@trace": 0.1,
         "execution/delivery_failure_share@conversation": 0.2, "substance/S": None}
