@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from functools import cached_property
-from typing import Any, Literal, NamedTuple, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar, cast
 
 from agent_factory import plugins
 from agent_factory.adapters.model import Conversation, Engagement, EvidencePointer, Span, Turn
@@ -22,6 +22,9 @@ from agent_factory.evaluators.core.model import Component, DataDefinition, Layer
 from agent_factory.evaluators.core.present import Presentation
 from agent_factory.evaluators.core.source import closure_digest, function_digest
 from agent_factory.knowledge_packs import KnowledgePack
+
+if TYPE_CHECKING:  # gate.py reads UnitRow from here
+    from agent_factory.evaluators.core.gate import GateFor, GateMeasure
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,9 @@ class ComponentSpec:
     """Generates the flags from the pack (Conduct's); None: `flags` are fixed."""
     present: Presentation | None = None
     """How the views show it (`evaluators.core.present`): its metrics, headline, summary lines, report section."""
+    gate: GateFor | None = None
+    """The metrics it puts before the gate, as per-unit contributions over a pack (`evaluators.core.gate`); None:
+    the component is not gated (the instruments, Provenance and Adjudication)."""
 
     @property
     def generated(self) -> bool:
@@ -211,6 +217,10 @@ class ComponentSpec:
     def definitions_for(self, pack: KnowledgePack) -> tuple[DataDefinition, ...]:
         """Its data definitions over `pack`."""
         return tuple(self.generate(pack)) if self.generate is not None else self.definitions
+
+    def gate_for(self, pack: KnowledgePack) -> tuple[GateMeasure, ...]:
+        """Its gated measures over `pack` (none when it is not gated)."""
+        return tuple(self.gate(pack)) if self.gate is not None else ()
 
     def flags_for(self, pack: KnowledgePack) -> tuple[FlagSpec, ...]:
         """Its flags over `pack`."""

@@ -8,6 +8,7 @@ failure item up to the session and user layers, for any component.
 from agent_factory.evaluators.components.execution.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.execution.definitions import CHAIN_REQUIREMENTS, DEFINITIONS
 from agent_factory.evaluators.components.execution.flags import FLAGS
+from agent_factory.evaluators.components.execution.gate import measures as gate_measures
 from agent_factory.evaluators.components.execution.present import PRESENTATION
 from agent_factory.evaluators.components.execution.rollup import FailureItem, Meta, failure_rollup, rate_result
 from agent_factory.evaluators.core.registry import ComponentSpec
@@ -17,6 +18,7 @@ SPEC = ComponentSpec(
     present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
+    gate=gate_measures,
     analyses=ANALYSES,
     description="Chain completeness by mode, delivery failure, latency against per-mode baselines, the "
                 "fast-failure band, progress at stop, and failure rolled up to sessions and users.",
