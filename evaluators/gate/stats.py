@@ -31,12 +31,14 @@ Test = Literal["clustered", "per_turn"]
 def group_sums(user_stats: F64, masks: F64) -> F64:
     """Sums of the per-user fields over groups: `user_stats` (M, U, F), `masks` (S, U) of 0/1 (or weights)
     -> (S, M, F)."""
-    return np.einsum("su,muf->smf", masks, user_stats, optimize=True)
+    out: F64 = np.einsum("su,muf->smf", masks, user_stats, optimize=True)
+    return out
 
 
 def totals(user_stats: F64) -> F64:
     """(M, F): the fields summed over every user."""
-    return user_stats.sum(axis=1)
+    out: F64 = user_stats.sum(axis=1)
+    return out
 
 
 def ratio(sums: F64) -> F64:
