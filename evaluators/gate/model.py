@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from agent_factory.frozen import Frozen
 
@@ -165,6 +165,10 @@ class GateReport(Frozen):
 class MetricAA(Frozen):
     """One metric's A/A check."""
 
+    # A metric with no variance in any split has threshold +inf; JSON has no infinity, so it is written "Infinity"
+    # (read back as inf) rather than null (which would not read back as a float).
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")
+
     threshold: float
     """Its calibrated worse-direction z threshold."""
     false_alarm_heldout: float
@@ -227,6 +231,8 @@ class PowerReport(Frozen):
 
 class CalibrationReport(Frozen):
     """`gate calibrate`: the gate checked on the baseline alone, stored and reused until it changes."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="strings")  # +inf thresholds (MetricAA)
 
     version: str = VERSION
     key: str

@@ -18,7 +18,7 @@ import signal
 import sys
 
 import agent_factory
-from agent_factory.factory.cli import audit, labels, review, reviewing, run, traffic, views
+from agent_factory.factory.cli import audit, gate, labels, review, reviewing, run, traffic, views
 from agent_factory.factory.cli.base import (
     EXIT_INTERRUPTED,
     EXIT_QUARANTINED,
@@ -30,10 +30,10 @@ from agent_factory.factory.cli.base import (
     watch_ctrl_c,
 )
 
-COMMAND_MODULES = (traffic, review, reviewing, run, views, audit, labels)
+COMMAND_MODULES = (traffic, review, reviewing, run, views, audit, labels, gate)
 """The modules whose import registers the commands."""
 ORDER = ("simulate", "ingest", "stats", "build", "diff", "approve", "run", "watch", "summary", "show", "export",
-         "report", "audit", "agreement")
+         "report", "audit", "agreement", "incidents", "fixes")
 """The commands in the order `--help` lists them: a project's course, not the modules' import order."""
 app.registered_commands.sort(key=lambda c: ORDER.index(c.callback.__name__ if c.callback else ""))
 

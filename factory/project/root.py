@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent_factory.errors import AgentFactoryError, SpecError
 from agent_factory.factory.project.audit import AuditJobs
+from agent_factory.factory.project.gate import GateJobs
 from agent_factory.factory.project.labels import LabelJobs
 from agent_factory.factory.project.parts import DEFAULT_STORE, ProjectParts
 from agent_factory.factory.project.reviewing import ReviewJobs
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from agent_factory.knowledge_packs import KnowledgePack
 
 
-class Project(AuditJobs, LabelJobs, ReviewJobs, ProjectParts):
+class Project(AuditJobs, LabelJobs, ReviewJobs, GateJobs, ProjectParts):
     """One store evaluated with one suite: its parts (`ProjectParts`, each assembled once) and the jobs.
 
     Use it as a context manager (`with open_project(...) as p:`); it closes what it opened (the store's

@@ -292,6 +292,18 @@ AUDIT_TABLES: dict[str, str] = {
 """The audit's tables (`store.audit`): table -> column DDL. Additive: a store of this version written before
 they existed gains them on its next write open, and its reads take them as empty until then."""
 
+# `at` is a DuckDB keyword: quoted in the DDL and in every query naming it (store.gate).
+GATE_TABLES: dict[str, str] = {
+    "gate_calibrations": "key VARCHAR PRIMARY KEY, \"at\" TIMESTAMPTZ, report VARCHAR",
+    "gate_runs": "id VARCHAR PRIMARY KEY, \"at\" TIMESTAMPTZ, baseline VARCHAR, candidate VARCHAR, verdict VARCHAR,"
+                 " report VARCHAR",
+    "gate_looks": "pair VARCHAR, look INTEGER, \"at\" TIMESTAMPTZ, users_candidate INTEGER",
+    "incidents": "id VARCHAR PRIMARY KEY, opened_at TIMESTAMPTZ, component VARCHAR, clause VARCHAR, metric VARCHAR,"
+                 " unit_id VARCHAR, evidence VARCHAR, candidate VARCHAR",
+    "fixes": "id VARCHAR PRIMARY KEY, record VARCHAR",
+}
+"""The gate's tables (`store.gate`), recorded in the baseline's store: additive, as `AUDIT_TABLES`."""
+
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every table of this schema version, where missing."""
@@ -311,5 +323,5 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS pipeline_sources (source_id VARCHAR)")
     staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
-    for table, body in AUDIT_TABLES.items():
+    for table, body in (AUDIT_TABLES | GATE_TABLES).items():
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")

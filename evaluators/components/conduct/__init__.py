@@ -16,6 +16,7 @@ from agent_factory.evaluators.components.conduct.definitions import (
     trigger_id,
 )
 from agent_factory.evaluators.components.conduct.flags import flags_for
+from agent_factory.evaluators.components.conduct.gate import measures as gate_measures
 from agent_factory.evaluators.components.conduct.present import PRESENTATION
 from agent_factory.evaluators.components.conduct.rules import match_condition, message_index
 from agent_factory.evaluators.core.registry import Analysis, ComponentSpec
@@ -28,6 +29,7 @@ SPEC = ComponentSpec(
     description="Policy clauses: applicability A(r), conditional compliance C(r), violations with evidence.",
     generate=definitions_for,
     generate_flags=flags_for,
+    gate=gate_measures,
 )
 
 __all__ = [

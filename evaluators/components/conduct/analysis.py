@@ -6,6 +6,9 @@ For clause r on its layer's units, with trigger phi_t and obligation psi:
   `A(r).<id>.clustered` the same rate with a user-clustered interval.
 - `C(r).<id>` = P(psi | phi_t): complied / triggered units whose obligation was collected (Wilson);
   `C(r).<id>.clustered` with a user-clustered interval.
+- `violation_rate.<id>`: units that broke the clause (triggered, did not comply) / units whose trigger was
+  collected, user-clustered: the rate the gate compares (`gate.py`); a triggered unit whose obligation is
+  uncollected or inconsistent is in neither count, as in C(r).
 - `violations.<id>`: count of triggered units that did not comply, and one per-unit `violation.<id>` result for
   each (value `violated`, note = the evidence pointers the rule recorded as the datum's fact, when present).
 - `uncollected.<id>`: trigger or obligation data left uncollected (no model configured, unreadable input):
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Literal
 
 from agent_factory.evaluators.components.conduct.definitions import obligation_id, trigger_id
 from agent_factory.evaluators.components.conduct.metrics import (
@@ -29,6 +33,7 @@ from agent_factory.evaluators.components.conduct.metrics import (
     INVARIANT,
     UNCOLLECTED,
     VIOLATION,
+    VIOLATION_RATE,
     VIOLATIONS,
 )
 from agent_factory.evaluators.core.model import Result
@@ -38,7 +43,7 @@ from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, prop
 from agent_factory.knowledge_packs import KnowledgePack
 from agent_factory.knowledge_packs.model import Clause
 
-VERSION = "1"
+VERSION = "2"
 NAME = "conduct.clauses"
 
 
@@ -63,6 +68,11 @@ def _rate_results(
     return out
 
 
+def _clustered_rate(metric: str, clause: Clause, per_cluster: dict[str, list[int]], what: str) -> Result:
+    est = cluster_proportion_ci([s for s, _ in per_cluster.values()], [t for _, t in per_cluster.values()])
+    return _estimate_result(metric, clause, est, f"user-clustered over {est.n_clusters} user(s); {what}")
+
+
 def _estimate_result(metric: str, clause: Clause, est: Estimate, note: str) -> Result:
     caveat = f"; {est.note}" if est.note else ""
     return Result(
@@ -79,41 +89,79 @@ def _count(metric: str, clause: Clause, value: float | str | None, n: int, note:
     )
 
 
+UnitState = Literal["outside", "trigger_uncollected", "not_triggered", "obligation_uncollected", "inconsistent",
+                   "complied", "violated"]
+"""Where one unit stands on a clause: outside its scope (no trigger datum, or not_applicable), trigger left
+uncollected, not triggered, triggered with the obligation uncollected, triggered with the obligation
+not_applicable (inconsistent), triggered and complied, triggered and violated."""
+
+
+def unit_state(row: UnitRow, clause: Clause) -> UnitState:
+    """The one reading of a unit's trigger and obligation data that every result of the clause counts from (the
+    analysis here and the gate's `violation_rate` measure alike)."""
+    trig = row.values.get(trigger_id(clause.id))
+    if trig is None or trig == "not_applicable":
+        return "outside"
+    if trig == "uncollected":
+        return "trigger_uncollected"
+    if trig != "yes":
+        return "not_triggered"
+    ob = row.values.get(obligation_id(clause.id))
+    if ob is None or ob == "uncollected":
+        return "obligation_uncollected"
+    if ob == "not_applicable":
+        return "inconsistent"  # trigger fired but the obligation's collector found nothing to judge
+    return "complied" if ob == "yes" else "violated"
+
+
+def violated(state: UnitState) -> bool | None:
+    """Whether the unit counts as a violation of the clause in `violation_rate`; None when it is outside that
+    rate's denominator (trigger not collected; triggered with the obligation uncollected or inconsistent)."""
+    if state in ("not_triggered", "complied", "violated"):
+        return state == "violated"
+    return None
+
+
 def clause_results(clause: Clause, rows: Sequence[UnitRow]) -> list[Result]:
     """Every result of one clause from the rows of its layer."""
-    tid, oid = trigger_id(clause.id), obligation_id(clause.id)
+    oid = obligation_id(clause.id)
     applic: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     comply: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    broke: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     uncollected = {"trigger": 0, "obligation": 0}
     inconsistent = 0
     violations: list[UnitRow] = []
     for row in rows:
-        trig = row.values.get(tid)
-        if trig is None or trig == "not_applicable":
+        standing = unit_state(row, clause)
+        if standing == "outside":
             continue
-        if trig == "uncollected":
+        if standing == "trigger_uncollected":
             uncollected["trigger"] += 1
             continue
         key = cluster_of(row)
+        if (v := violated(standing)) is not None:
+            broke[key][0] += v
+            broke[key][1] += 1
         applic[key][1] += 1
-        if trig != "yes":
+        if standing == "not_triggered":
             continue
         applic[key][0] += 1
-        ob = row.values.get(oid)
-        if ob is None or ob == "uncollected":
+        if standing == "obligation_uncollected":
             uncollected["obligation"] += 1
             continue
-        if ob == "not_applicable":
-            inconsistent += 1  # trigger fired but the obligation's collector found nothing to judge
+        if standing == "inconsistent":
+            inconsistent += 1
             continue
         comply[key][1] += 1
-        if ob == "yes":
+        if standing == "complied":
             comply[key][0] += 1
         else:
             violations.append(row)
 
     out = _rate_results(APPLIES, clause, applic, "P(trigger)")
     out += _rate_results(COMPLIES, clause, comply, "P(obligation | trigger)")
+    out.append(_clustered_rate(VIOLATION_RATE.of(clause=clause.id), clause, broke,
+                               "units that broke the clause / units whose trigger was collected"))
     triggered = sum(t for _, t in comply.values())
     out.append(_count(VIOLATIONS.of(clause=clause.id), clause, float(len(violations)), triggered,
                       f"{clause.kind}: triggered units that did not comply"))

@@ -11,6 +11,8 @@ COMPLIES = Metric(name="C(r).{clause}", kind="rate", worse="lower", label="compl
                   variants=(".clustered",))
 VIOLATIONS = Metric(name="violations.{clause}", kind="count", worse="higher",
                     label="triggered units that did not comply")
+VIOLATION_RATE = Metric(name="violation_rate.{clause}", kind="rate", worse="higher",
+                        label="units that broke the clause")
 VIOLATION = Metric(name="violation.{clause}", kind="label", worse=None, label="a unit that broke the clause",
                    per_unit=True)
 UNCOLLECTED = Metric(name="uncollected.{clause}", kind="count", worse="higher",
@@ -18,4 +20,4 @@ UNCOLLECTED = Metric(name="uncollected.{clause}", kind="count", worse="higher",
 INVARIANT = Metric(name="invariant.{clause}", kind="label", worse=None,
                    label="a zero-tolerance clause held, breached or untested")
 
-METRICS = (APPLIES, COMPLIES, VIOLATIONS, VIOLATION, UNCOLLECTED, INVARIANT)
+METRICS = (APPLIES, COMPLIES, VIOLATION_RATE, VIOLATIONS, VIOLATION, UNCOLLECTED, INVARIANT)

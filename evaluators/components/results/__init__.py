@@ -8,6 +8,7 @@ package registers the rules and the component.
 from agent_factory.evaluators.components.results.analysis import ANALYSES, VERSION
 from agent_factory.evaluators.components.results.definitions import DEFINITIONS
 from agent_factory.evaluators.components.results.flags import FLAGS
+from agent_factory.evaluators.components.results.gate import measures as gate_measures
 from agent_factory.evaluators.components.results.present import PRESENTATION
 from agent_factory.evaluators.core.registry import ComponentSpec
 
@@ -16,6 +17,7 @@ SPEC = ComponentSpec(
     present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
+    gate=gate_measures,
     analyses=ANALYSES,
     description="Return within T (censoring kept apart), return interval, redo after failed vs delivered session "
                 "ends, single-turn sessions, explicit feedback.",

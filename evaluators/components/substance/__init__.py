@@ -10,6 +10,7 @@ from agent_factory.evaluators.components.substance import rules
 from agent_factory.evaluators.components.substance.analysis import ANALYSES, VERSION, TurnScore, score, turn_score
 from agent_factory.evaluators.components.substance.definitions import ITEMS, build
 from agent_factory.evaluators.components.substance.flags import FLAGS
+from agent_factory.evaluators.components.substance.gate import measures as gate_measures
 from agent_factory.evaluators.components.substance.present import PRESENTATION
 from agent_factory.evaluators.core.registry import ComponentSpec
 
@@ -21,6 +22,7 @@ SPEC = ComponentSpec(
     present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
+    gate=gate_measures,
     analyses=ANALYSES,
     description="Eight checklist items per delivered turn (I1 I2 I3 C1 C2 S1 S2 E1); S(x) with stratum weights "
                 "and 95% CIs, S by mode, per-item pass rates.",

@@ -16,6 +16,7 @@ from agent_factory.evaluators.components.trajectory.analysis import (
 )
 from agent_factory.evaluators.components.trajectory.definitions import BLOCKING_EVENTS, DEFINITIONS, RECOVERY_EVENTS
 from agent_factory.evaluators.components.trajectory.flags import FLAGS
+from agent_factory.evaluators.components.trajectory.gate import measures as gate_measures
 from agent_factory.evaluators.components.trajectory.present import PRESENTATION
 from agent_factory.evaluators.core.registry import ComponentSpec
 
@@ -24,6 +25,7 @@ SPEC = ComponentSpec(
     present=PRESENTATION,
     definitions=DEFINITIONS,
     flags=FLAGS,
+    gate=gate_measures,
     analyses=ANALYSES,
     description="Recovery events per session (replays, context repair, clarification loops, termination), "
                 "abandonment and frustration; friction, the outcome rule, and replay after failure vs success.",

@@ -47,6 +47,7 @@ from agent_factory.evaluators.components.trajectory.metrics import (
     OUTCOME_COUNT,
     OUTCOME_SHARE,
     REPLAY_FAILURE,
+    REPLAY_SHARE,
     REPLAY_SUCCESS,
 )
 from agent_factory.evaluators.core.model import Result
@@ -54,7 +55,7 @@ from agent_factory.evaluators.core.registry import Analysis, Observations, UnitR
 from agent_factory.evaluators.stats import cluster_bootstrap_ci
 from agent_factory.knowledge_packs import KnowledgePack
 
-VERSION = "2"
+VERSION = "3"
 
 
 Outcome = Literal["smooth", "struggled", "blocked", "censored", "undetermined"]
@@ -177,19 +178,46 @@ def replay_indices(fact: object) -> set[int] | None:
         return None
 
 
+def replayed_turns(row: UnitRow) -> set[int] | None:
+    """The turns of a conversation row that resend the request before them; None when its
+    `trajectory.replay_turns` was not collected or is unreadable."""
+    return replay_indices(row.facts.get(REPLAY_TURNS)) if row.values.get(REPLAY_TURNS) == "yes" else None
+
+
+def replay_counts(row: UnitRow) -> tuple[int, int] | None:
+    """(next messages that resend the previous request, next messages) of one conversation row: every turn after
+    the first is a next message. None when the replayed turns or the turn count are unknown, or the session has
+    one turn (no next message)."""
+    idx, turns = replayed_turns(row), row.facts.get(TURNS)
+    if idx is None or isinstance(turns, bool) or not isinstance(turns, int | float):
+        return None
+    nexts = int(turns) - 1
+    # More replays than next messages means the two facts disagree: no count is better than a wrong one.
+    return (len(idx), nexts) if 0 < nexts and len(idx) <= nexts else None
+
+
 def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]:
-    """Share of next messages that resend the previous request, after a failed vs after a delivered turn.
+    """Share of next messages that resend the previous request, after a failed vs after a delivered turn, and
+    over every next message (`replay_per_next_message`).
 
     Pairs are consecutive turns of one session (trace rows by index); the previous turn's state is its
     `execution.delivered` datum. Pairs whose previous state is undecided, or whose session has no readable
-    `trajectory.replay_turns`, are left out and counted in the note. User-clustered 95% intervals.
+    `trajectory.replay_turns`, are left out and counted in the note. The share over every next message counts
+    from the conversation rows alone (`replay_counts`). User-clustered 95% intervals.
     """
     replayed: dict[str, set[int]] = {}
+    every: list[tuple[Hashable, bool]] = []
+    unknown = 0
     for row in obs.layer("conversation"):
-        if row.values.get(REPLAY_TURNS) == "yes":
-            idx = replay_indices(row.facts.get(REPLAY_TURNS))
-            if idx is not None:
-                replayed[row.unit_id] = idx
+        idx = replayed_turns(row)
+        if idx is not None:
+            replayed[row.unit_id] = idx
+        counts = replay_counts(row)
+        if counts is not None:
+            key = cluster_of(row)
+            every += [(key, True)] * counts[0] + [(key, False)] * (counts[1] - counts[0])
+        elif row.facts.get(TURNS) != 1:
+            unknown += 1  # a one-turn session has no next message: it is not left out, it has none
     by_conv: dict[str, list[UnitRow]] = defaultdict(list)
     for row in obs.layer("trace"):
         if row.conversation_id is not None:
@@ -213,6 +241,9 @@ def replay_after_failure(obs: Observations, pack: KnowledgePack) -> list[Result]
     return [
         rate_result(after[True], _REPLAY, layer="trace", metric=REPLAY_FAILURE.name, note=note),
         rate_result(after[False], _REPLAY, layer="trace", metric=REPLAY_SUCCESS.name, note=note),
+        rate_result(every, _REPLAY, layer="trace", metric=REPLAY_SHARE.name,
+                    note=f"every turn after a session's first; {unknown} sessions of several or unknown turns "
+                         "without readable replay data excluded"),
     ]
 
 

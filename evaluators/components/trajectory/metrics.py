@@ -23,10 +23,12 @@ REPLAY_FAILURE = Metric(name="replay_after_failure", kind="rate", worse="higher"
                         label="next message replays the request after a failed turn")
 REPLAY_SUCCESS = Metric(name="replay_after_success", kind="rate", worse="higher",
                         label="next message replays the request after a delivered turn")
+REPLAY_SHARE = Metric(name="replay_per_next_message", kind="rate", worse="higher",
+                      label="next messages that resend the previous request")
 
 SHARES = (BLOCKED, STRUGGLED, SMOOTH, CENSORED, UNDETERMINED)
 OUTCOME_SHARE = {"blocked": BLOCKED, "struggled": STRUGGLED, "smooth": SMOOTH, "censored": CENSORED,
                  "undetermined": UNDETERMINED}
 """The share metric of each session outcome (`analysis.OUTCOMES`): each its own metric, for its own direction."""
 METRICS = (OUTCOME, FRICTION, *SHARES, OUTCOME_COUNT, MEAN_FRICTION, EVENT_SHARE, EVENT_COUNT, REPLAY_FAILURE,
-           REPLAY_SUCCESS, UNCOLLECTED)
+           REPLAY_SUCCESS, REPLAY_SHARE, UNCOLLECTED)

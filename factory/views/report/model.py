@@ -13,6 +13,7 @@ from pydantic import Field
 from agent_factory.evaluators.audit.model import AuditReport, Correction
 from agent_factory.evaluators.core.present import units_of
 from agent_factory.evaluators.findings import Association
+from agent_factory.evaluators.gate.model import CalibrationReport, GateReport
 from agent_factory.factory.views.results import ResultRow, StoreFacts
 from agent_factory.frozen import Frozen
 
@@ -70,6 +71,10 @@ class ReportData(Frozen):
     """The latest stored audit (the Adjudication section); None before any audit."""
     corrections_log: tuple[Correction, ...] = ()
     """The corrections log, oldest first (every audit's)."""
+    gate: GateReport | None = None
+    """The latest gate run recorded in the store (the Gate section); None before any."""
+    calibration: CalibrationReport | None = None
+    """The calibration that gate run used, else the latest stored; None before any."""
 
 
 class Table(Frozen):

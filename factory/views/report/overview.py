@@ -1,5 +1,5 @@
-"""The sections around the components: the layer table, the spine, outcome associations, the gate's room, and
-the optional composite view (the corrections log is the audit's: `audit`). Pure."""
+"""The sections around the components: the layer table, the spine, outcome associations and the optional
+composite view (the corrections log is the audit's: `audit`; the gate's verdicts are `gate`'s). Pure."""
 
 from __future__ import annotations
 
@@ -107,13 +107,6 @@ def associations(data: ReportData) -> Section:
             "with an outcome have it and as many do not. Lowest difference first.")
     return Section(key=key, title=title, intro=intro, blocks=(Block(title="Flags against outcomes", table=table,
                                                                     chart=chart if pts else None, note=note),))
-
-
-def gate() -> Section:
-    """Room for the gate's verdicts (a later issue fills it)."""
-    return Section(key="gate", title="Gate verdicts", intro="Per component pass / fail / incident of a candidate "
-                   "version against a baseline, with calibrated false-alarm rates.",
-                   absent="not built yet: the gate (outer loop) is a later milestone; its verdicts will go here")
 
 
 def composite(data: ReportData) -> Section:

@@ -18,6 +18,7 @@ from agent_factory.evaluators.collect.redact import Redactor, redact_pieces, red
 from agent_factory.evaluators.core.flags import FlagSpec
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.audit import latest_audit, read_corrections
+from agent_factory.factory.store.gate import latest_calibration, latest_gate, read_calibration
 from agent_factory.factory.store.lookup import evidence, field_text
 from agent_factory.factory.store.results import per_unit_counts, per_unit_findings
 from agent_factory.factory.views.findings import read_findings
@@ -83,7 +84,7 @@ def read_quotes(store: Store, redactor: Redactor, *, per_finding: int = QUOTES_P
 def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redactor | None = None) -> ReportData:
     """What the report shows, read from the open `store`: with `flags`, the layer table and the outcome
     associations they give (through `factory.views.findings`); quotes only when a redactor is given; the latest
-    audit and the corrections log when the store has them."""
+    audit, the corrections log, the latest gate run and its calibration when the store has them."""
     facts = read_facts(store)
     rows = read_rows(store, redactor)
     per_unit = read_per_unit(store)
@@ -94,5 +95,8 @@ def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redac
         with bulk_objects():
             cells = tuple(layer_cells(flags, found.units, found.rows))
         assoc = found.associations
+    gate = latest_gate(store)
+    used = read_calibration(store, gate.calibration.key) if gate is not None and gate.calibration else None
     return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc,
-                      audit=latest_audit(store), corrections_log=tuple(read_corrections(store)))
+                      audit=latest_audit(store), corrections_log=tuple(read_corrections(store)), gate=gate,
+                      calibration=used or latest_calibration(store))
