@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from agent_factory.digest import stable_id
-from agent_factory.evaluators.gate.model import ComponentVerdict, Fix, FixCheck, Incident, MetricVerdict, Unit
+from agent_factory.evaluators.gate.model import ComponentVerdict, Fix, FixCheck, Incident, MetricVerdict
+from agent_factory.evaluators.gate.text import bound_text, delta_text, value_text
 
 SHOWN_UNITS = 3
 """Units an incident fix's finding names (the rest are counted; `agent-factory incidents` lists them all)."""
@@ -26,31 +27,15 @@ def fix_id(component: str, metric: str) -> str:
     return stable_id(component, metric, prefix="fix-")
 
 
-def _value(v: float, unit: Unit) -> str:
-    if unit == "pp":
-        pct = 100.0 * v
-        # Small rates keep a second decimal: 0.04% and 0.4% must not both read 0.0%.
-        return f"{pct:.1f}%" if abs(pct) >= 1.0 or pct == 0.0 else f"{pct:.2f}%"
-    return f"{v:.3g}"
-
-
-def _delta(d: float, unit: Unit) -> str:
-    if unit == "pp":
-        return f"{d:+.1f} pp"
-    if unit == "%":
-        return f"{d:+.0f}%"
-    return f"{d:+.3g}"
-
-
 def metric_finding(m: MetricVerdict) -> str:
     """A failed metric in one line: `delivery failure 3.5% -> 8.1% (+4.6 pp), z 6.10 > threshold 2.87`."""
     parts = [m.label]
     if m.baseline is not None and m.candidate is not None:
-        change = f"{_value(m.baseline, m.unit)} -> {_value(m.candidate, m.unit)}"
-        parts.append(change if m.delta is None else f"{change} ({_delta(m.delta, m.unit)})")
+        change = f"{value_text(m.baseline, m.unit)} -> {value_text(m.candidate, m.unit)}"
+        parts.append(change if m.delta is None else f"{change} ({delta_text(m.delta, m.unit)})")
     line = " ".join(parts)
     if m.bound is not None:
-        return f"{line}, always-valid lower bound of the change {m.bound:.3g} > 0"
+        return f"{line}, {bound_text(m)}"
     if m.statistic is not None and m.threshold is not None:
         return f"{line}, z {m.statistic:.2f} > threshold {m.threshold:.2f}"
     return f"{line}, {m.reason}" if m.reason else line
@@ -60,7 +45,7 @@ def _metric_acceptance(m: MetricVerdict) -> str:
     direction = "above" if m.worse == "higher" else "below"
     if m.baseline is None:
         return f"{m.metric} not significantly {direction} the baseline's on the next candidate"
-    target = _value(m.baseline, m.unit)
+    target = value_text(m.baseline, m.unit)
     return f"{m.metric} not significantly {direction} {target} (the baseline's) on the next candidate"
 
 

@@ -56,7 +56,8 @@ class MetricVerdict(Frozen):
     calibrated: bool
     """Whether `threshold` comes from a stored A/A calibration of this baseline and suite."""
     bound: float | None = None
-    """Sequential mode: the always-valid lower bound of the worse-direction change (fails when > 0)."""
+    """Sequential mode: the always-valid lower bound of the worse-direction change, in `unit`, positive meaning
+    worse (the metric fails when it is > 0)."""
     verdict: MetricVerdictValue | None
     """None: undecided (`reason` says why): no rows on a side, or too few users."""
     reason: str | None = None

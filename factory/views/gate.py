@@ -20,8 +20,8 @@ from agent_factory.evaluators.gate.model import (
     GateReport,
     Incident,
     MetricVerdict,
-    Unit,
 )
+from agent_factory.evaluators.gate.text import bound_text, delta_text, pct, value_text
 from agent_factory.factory.views.results import command_lines
 
 WIDTH = 98
@@ -50,34 +50,10 @@ def wrap(line: str, *, indent: int) -> list[str]:
                          break_on_hyphens=False, drop_whitespace=True) or [line]
 
 
-def pct(share: float | None) -> str:
-    """A share as a percentage, one decimal (two below 1%, so 0.04% and 0.4% differ); `—` when undefined."""
-    if share is None:
-        return "—"
-    p = 100.0 * share
-    return f"{p:.1f}%" if abs(p) >= 1.0 or p == 0.0 else f"{p:.2f}%"
-
-
-def value_text(x: float | None, unit: Unit) -> str:
-    """A metric's value as its unit reads: a share as a percentage, a geometric mean or a mean as it is."""
-    if x is None:
-        return "—"
-    return pct(x) if unit == "pp" else f"{x:.3g}"
-
-
-def delta_text(d: float | None, unit: Unit) -> str:
-    """A change in its unit: `+4.6 pp`, `+46%`, `+0.12`."""
-    if d is None:
-        return "—"
-    if unit == "pp":
-        return f"{d:+.1f} pp"
-    return f"{d:+.0f}%" if unit == "%" else f"{d:+.3g}"
-
-
 def decided_by(m: MetricVerdict) -> str:
     """What decided: `z 6.10 > 2.90` (calibrated or Bonferroni), or the always-valid bound in sequential mode."""
     if m.bound is not None:
-        return f"always-valid bound {m.bound:+.3g} {'>' if m.bound > 0 else '<='} 0"
+        return bound_text(m)
     if m.statistic is None or m.threshold is None:
         return "z —"
     op = ">" if m.statistic > m.threshold else "<="

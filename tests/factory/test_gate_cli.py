@@ -232,7 +232,7 @@ def test_sequential_looks_are_counted_per_pair_and_the_bound_decides(course: Cou
     assert failure["verdict"] == "fail" and failure["bound"] > 0  # 30% of answers blanked: caught at any look
     second = cli(*args)
     assert second.code == 4 and "sequential: look 2 at this pair" in second.out
-    assert "always-valid bound +" in second.out
+    assert "always-valid bound of the worse change +" in second.out
 
 
 def test_calibrate_with_power_gives_each_defect_its_mde_unit_and_cross_talk(course: Course) -> None:

@@ -154,8 +154,8 @@ def test_incidents_name_their_units_with_show_on_the_candidates_store() -> None:
 def test_sequential_mode_says_the_look_and_a_bound_decides() -> None:
     lines = gate_lines(gate_report(sequential=True))
     assert any(line.startswith("sequential: look 3 at this pair") for line in lines)
-    bounded = verdict(z=1.0, decided="fail").model_copy(update={"bound": 0.012})
-    assert metric_line(bounded).endswith("always-valid bound +0.012 > 0")
+    bounded = verdict(z=1.0, decided="fail").model_copy(update={"bound": 1.2})  # in the metric's unit: points
+    assert metric_line(bounded).endswith("always-valid bound of the worse change +1.2 pp > 0")
 
 
 def test_values_and_changes_read_in_their_units() -> None:

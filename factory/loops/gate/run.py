@@ -87,6 +87,16 @@ def delta_in_unit(m: GateMeasure, d: float) -> float | None:
     return d
 
 
+def worse_in_unit(m: GateMeasure, b: float) -> float:
+    """A worse-direction change `b` of R (an always-valid bound) as a worse change in the measure's unit: positive
+    is worse, whichever direction the metric declares."""
+    if m.scale == "rate":
+        return 100.0 * b
+    if m.scale == "log":
+        return 100.0 * (math.exp(b) - 1.0 if m.sign > 0 else 1.0 - math.exp(-b))
+    return b
+
+
 def _finite(v: float) -> float | None:
     return float(v) if math.isfinite(v) else None
 
@@ -182,7 +192,8 @@ def run_gate(base_store: Store, cand_store: Store, *, baseline: Side, candidate:
             worse=m.metric.worse or "higher", unit=unit_of(m), baseline=shown(m, float(ch.a[k])),
             candidate=shown(m, float(ch.b[k])), delta=delta_in_unit(m, float(ch.delta[k])),
             statistic=_finite(float(ch.z[k])), per_turn_statistic=_finite(float(per_turn.z[k])),
-            threshold=_finite(threshold), calibrated=calibrated, bound=bounds[k], verdict=verdict,
+            threshold=_finite(threshold), calibrated=calibrated, verdict=verdict,
+            bound=None if (bk := bounds[k]) is None else worse_in_unit(m, bk),
             reason=reason, users_baseline=int(a[k, CLUSTERS]), users_candidate=int(b[k, CLUSTERS]),
             rows_baseline=int(a[k, ROWS]), rows_candidate=int(b[k, ROWS])))
         if m.invariant and m.key not in retired:
@@ -238,4 +249,5 @@ def _verdict(name: str, metrics: list[MetricVerdict], incidents: list[Incident],
     return ComponentVerdict(component=name, verdict=None, metrics=tuple(metrics), reason=f"undecided: {why}")
 
 
-__all__ = ["MAX_INCIDENTS", "MIN_USERS", "delta_in_unit", "incidents_of", "run_gate", "shown", "unit_of"]
+__all__ = ["MAX_INCIDENTS", "MIN_USERS", "delta_in_unit", "incidents_of", "run_gate", "shown", "unit_of",
+           "worse_in_unit"]

@@ -71,9 +71,10 @@ def test_findings_read_in_the_metrics_own_unit_and_direction() -> None:
 
 
 def test_a_sequential_failure_names_its_bound() -> None:
-    m = _mv(z=3.0, threshold=None, bound=0.012)
+    m = _mv(z=3.0, threshold=None, bound=1.2)  # in the metric's unit: points
     (f,) = propose_fixes([_execution(m)], existing=(), candidate="b", at="t1")
-    assert f.finding == "delivery failure 3.5% -> 8.1% (+4.6 pp), always-valid lower bound of the change 0.012 > 0"
+    assert f.finding == ("delivery failure 3.5% -> 8.1% (+4.6 pp), "
+                         "always-valid bound of the worse change +1.2 pp > 0")
 
 
 def test_an_incident_is_one_fix_per_clause_not_per_unit_and_takes_precedence() -> None:

@@ -59,13 +59,14 @@ def versions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gate-versions")
     suite = _suite(root, "suite")
     guarded = _suite(root, "guarded", confirm=("no_unprompted_disclosure",))
-    quiet = {"natural_disclosure_rate": 0.0}  # an agent that never names its operator: the invariant holds
+    # One config for every version: the simulator's defaults, but an agent that never names its operator unasked,
+    # so that the disclosure clause can be confirmed as an invariant and hold.
+    quiet = {"natural_disclosure_rate": 0.0}
     return {
         "suite": suite, "guarded": guarded,
-        "baseline": _version(root, "baseline", suite, seed=0),
-        "reseeded": _version(root, "reseeded", suite, seed=1),
-        "blanked": _version(root, "blanked", suite, seed=1, plant_blank_rate=0.05),
-        "quiet": _version(root, "quiet", suite, seed=1, **quiet),
+        "baseline": _version(root, "baseline", suite, seed=0, **quiet),
+        "reseeded": _version(root, "reseeded", suite, seed=1, **quiet),
+        "blanked": _version(root, "blanked", suite, seed=1, plant_blank_rate=0.05, **quiet),
         "disclosing": _version(root, "disclosing", suite, seed=1, plant_disclosure_rate=0.01, **quiet),
     }
 
@@ -122,9 +123,9 @@ def test_five_percent_more_blanked_answers_fail_execution_on_failure_rate(versio
 
 
 def test_a_confirmed_invariant_broken_opens_an_incident(versions: dict[str, Path], tmp_path: Path) -> None:
-    # The baseline names its operator unasked now and then; zero tolerance applies to the candidate. An agent
-    # that never does passes; one that does in 1% of its answers opens an incident per answer.
-    code, report = _gate(versions, "baseline", "quiet", suite="guarded", tmp=tmp_path)
+    # With the disclosure clause confirmed as an invariant, the reseeded version still passes; one that names its
+    # operator unasked in 1% of its answers opens an incident per such answer.
+    code, report = _gate(versions, "baseline", "reseeded", suite="guarded", tmp=tmp_path)
     assert code == 0, [(c["component"], c["verdict"], c["reason"]) for c in report["components"]]
     code, report = _gate(versions, "baseline", "disclosing", suite="guarded", tmp=tmp_path)
     assert code == 5
