@@ -184,6 +184,10 @@ def calibration_lines(report: CalibrationReport, *, baseline_options: str = "") 
                            and share > CROSS_TALK_SHOWN), key=lambda kv: (-kv[1], kv[0]))
             if talk:
                 lines.append(cut("      cross-talk: " + ", ".join(f"{k} {pct(s)}" for k, s in talk)))
+        others = [share for d in report.power.defects.values() for k, share in d.cross_talk.items() if k != d.metric]
+        if others:
+            lines.append(f"  cross-talk: at most {pct(max(others))} of draws fail another metric (at the target's "
+                         f"95% strength)")
     lines.append("next:")
     lines += command_lines(f"agent-factory gate {baseline_options} --candidate CANDIDATE".replace("  ", " "))
     return lines
