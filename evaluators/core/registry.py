@@ -115,6 +115,12 @@ class UnitRow(NamedTuple):
     """item id -> fact, for fact items."""
 
 
+def cluster_of(row: UnitRow) -> str:
+    """The independent unit a row belongs to: its user, else its conversation, else itself (Conduct's intervals
+    and the gate's tests cluster by it)."""
+    return row.user_id or row.conversation_id or row.unit_id
+
+
 @dataclass(frozen=True)
 class Observations:
     """The input of every analysis: unit rows per layer, in (user, time) order, and the observation horizon."""

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from agent_factory.evaluators.core.gate import GateMeasure
 from agent_factory.evaluators.core.model import Layer
-from agent_factory.evaluators.core.registry import UnitRow
+from agent_factory.evaluators.core.registry import UnitRow, cluster_of
 
 USER_FIELDS = ("y", "x", "cyy", "cxy", "cxx", "ryy", "rxy", "rxx", "rows", "clusters")
 """Per-user sums: Y, X; the cluster-level products Y^2, XY, X^2 (clustered variance); the row-level sums of
@@ -27,11 +27,6 @@ Y, X, CYY, CXY, CXX, RYY, RXY, RXX, ROWS, CLUSTERS = range(len(USER_FIELDS))
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
-
-
-def cluster_of(row: UnitRow) -> str:
-    """The independent unit a row belongs to: its user, else its conversation, else itself."""
-    return row.user_id or row.conversation_id or row.unit_id
 
 
 @dataclass(frozen=True)

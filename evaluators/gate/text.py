@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from agent_factory.evaluators.gate.model import MetricVerdict, Unit
 
+CROSS_TALK_SHOWN = 0.05
+"""A defect's cross-talk is listed for the other metrics it fails in more than this share of draws."""
+
 
 def pct(share: float | None) -> str:
     """A share as a percentage, one decimal (two below 1%, so 0.04% and 0.4% differ); `—` when undefined."""
@@ -38,4 +41,4 @@ def bound_text(m: MetricVerdict) -> str:
     return f"always-valid bound of the worse change {delta_text(m.bound, m.unit)} {'>' if m.bound > 0 else '<='} 0"
 
 
-__all__ = ["bound_text", "delta_text", "pct", "value_text"]
+__all__ = ["CROSS_TALK_SHOWN", "bound_text", "delta_text", "pct", "value_text"]

@@ -21,7 +21,7 @@ from agent_factory.evaluators.gate.model import (
     Incident,
     MetricVerdict,
 )
-from agent_factory.evaluators.gate.text import bound_text, delta_text, pct, value_text
+from agent_factory.evaluators.gate.text import CROSS_TALK_SHOWN, bound_text, delta_text, pct, value_text
 from agent_factory.factory.views.results import command_lines
 
 WIDTH = 98
@@ -34,8 +34,6 @@ LISTED = 20
 """Incidents or fixes `incidents` and `fixes` list (the newest; every one in `--json`)."""
 METRICS_LISTED = 15
 """Metrics `gate calibrate` lists (most false alarms held out first; every one in `--json`)."""
-CROSS_TALK_SHOWN = 0.05
-"""A defect's cross-talk entries listed: metrics it fails in more than this share of draws, besides its target."""
 UNCALIBRATED = "uncalibrated: Bonferroni thresholds; run `agent-factory gate calibrate`"
 
 

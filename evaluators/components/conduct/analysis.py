@@ -38,18 +38,13 @@ from agent_factory.evaluators.components.conduct.metrics import (
 )
 from agent_factory.evaluators.core.model import Result
 from agent_factory.evaluators.core.present import Metric
-from agent_factory.evaluators.core.registry import Observations, UnitRow
+from agent_factory.evaluators.core.registry import Observations, UnitRow, cluster_of
 from agent_factory.evaluators.stats import Estimate, cluster_proportion_ci, proportion_ci
 from agent_factory.knowledge_packs import KnowledgePack
 from agent_factory.knowledge_packs.model import Clause
 
 VERSION = "2"
 NAME = "conduct.clauses"
-
-
-def cluster_of(row: UnitRow) -> str:
-    """The independent unit a row belongs to: its user, else its conversation, else itself."""
-    return row.user_id or row.conversation_id or row.unit_id
 
 
 def _rate_results(

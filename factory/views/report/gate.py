@@ -7,7 +7,8 @@ them.
 
 from __future__ import annotations
 
-from agent_factory.evaluators.gate.model import CalibrationReport, GateReport, MetricVerdict, Unit
+from agent_factory.evaluators.gate.model import CalibrationReport, GateReport, MetricVerdict
+from agent_factory.evaluators.gate.text import CROSS_TALK_SHOWN, bound_text, delta_text, pct, value_text
 from agent_factory.factory.views.report.model import Block, ReportData, Section, Table
 
 KEY, TITLE = "gate", "Gate verdicts"
@@ -16,25 +17,6 @@ INTRO = ("Per component pass / fail / incident of a candidate agent version agai
          "with zero tolerance. No composite.")
 HOW_TO_RUN = ("no gate run yet: run `agent-factory gate --baseline BASELINE --candidate CANDIDATE` (each a store, "
               "or KEY=VALUE on --store), after `agent-factory gate calibrate` on the baseline's store")
-CROSS_TALK_SHOWN = 0.05
-"""Cross-talk entries listed per defect: other metrics it fails in more than this share of draws."""
-
-
-def _pct(share: float | None) -> str:
-    if share is None:
-        return "—"
-    p = 100.0 * share
-    return f"{p:.1f}%" if abs(p) >= 1.0 or p == 0.0 else f"{p:.2f}%"
-
-
-def _value(x: float | None, unit: Unit) -> str:
-    return "—" if x is None else _pct(x) if unit == "pp" else f"{x:.3g}"
-
-
-def _delta(d: float | None, unit: Unit) -> str:
-    if d is None:
-        return "—"
-    return f"{d:+.1f} pp" if unit == "pp" else f"{d:+.0f}%" if unit == "%" else f"{d:+.3g}"
 
 
 def _num(x: float | None) -> str:
@@ -42,9 +24,10 @@ def _num(x: float | None) -> str:
 
 
 def _metric_row(m: MetricVerdict) -> tuple[str, ...]:
-    test = (f"bound {m.bound:+.3g}" if m.bound is not None
+    test = (bound_text(m) if m.bound is not None
             else f"{_num(m.statistic)} vs {_num(m.threshold)}{'' if m.calibrated else ' (Bonferroni)'}")
-    return (m.component, m.metric, _value(m.baseline, m.unit), _value(m.candidate, m.unit), _delta(m.delta, m.unit),
+    return (m.component, m.metric, value_text(m.baseline, m.unit), value_text(m.candidate, m.unit),
+            delta_text(m.delta, m.unit),
             test, _num(m.per_turn_statistic), m.verdict or f"undecided: {m.reason or 'not tested'}",
             f"{m.users_baseline:,} / {m.users_candidate:,}")
 
@@ -60,7 +43,7 @@ def _gate_blocks(g: GateReport) -> list[Block]:
     cal = ("thresholds uncalibrated (Bonferroni); run `agent-factory gate calibrate` on the baseline"
            if g.calibration is None else
            f"thresholds from {g.calibration.splits:,} A/A splits of the baseline ({g.calibration.at}), held-out family "
-           f"false alarms {_pct(g.calibration.family_false_alarm_heldout)}")
+           f"false alarms {pct(g.calibration.family_false_alarm_heldout)}")
     seq = f"; sequential mode, look {g.looks}" if g.sequential else ""
     note = (f"Candidate {g.candidate} ({g.users_candidate:,} users) against baseline {g.baseline} "
             f"({g.users_baseline:,} users): {(g.verdict or 'undecided').upper()}, exit {g.exit_code}; {cal}{seq}.")
@@ -99,11 +82,11 @@ def _gate_blocks(g: GateReport) -> list[Block]:
 def _calibration_blocks(cal: CalibrationReport) -> list[Block]:
     aa = cal.aa
     note = (f"{aa.splits:,} random halves of the baseline's {cal.users:,} users ({cal.baseline}, {cal.at}): "
-            f"family false alarms (any metric over its threshold) {_pct(aa.family_false_alarm_heldout)} on the "
-            f"held-out half, {_pct(aa.family_false_alarm_calibration)} on the calibration half; the per-turn |z| >= 2 "
-            f"test raises one in {_pct(aa.per_turn_family_false_alarm)} of the splits.")
+            f"family false alarms (any metric over its threshold) {pct(aa.family_false_alarm_heldout)} on the "
+            f"held-out half, {pct(aa.family_false_alarm_calibration)} on the calibration half; the per-turn |z| >= 2 "
+            f"test raises one in {pct(aa.per_turn_family_false_alarm)} of the splits.")
     ranked = sorted(aa.per_metric.items(), key=lambda kv: (-kv[1].false_alarm_heldout, kv[0]))
-    rows = tuple((k, _num(m.threshold), _pct(m.false_alarm_heldout), _pct(m.per_turn_false_alarm),
+    rows = tuple((k, _num(m.threshold), pct(m.false_alarm_heldout), pct(m.per_turn_false_alarm),
                   f"{m.undefined_splits:,}" if m.undefined_splits else "—") for k, m in ranked)
     blocks = [Block(title="A/A calibration", note=note, table=Table(
         columns=("metric", "threshold (z)", "false alarms, held out", "per-turn false alarms", "untestable splits"),
@@ -111,8 +94,8 @@ def _calibration_blocks(cal: CalibrationReport) -> list[Block]:
     if cal.power is not None:
         prow = []
         for kind, d in cal.power.defects.items():
-            mde = "not reached" if d.mde is None else _delta(d.mde, d.unit)
-            talk = ", ".join(f"{k} {_pct(s)}" for k, s in sorted(d.cross_talk.items(), key=lambda kv: -kv[1])
+            mde = "not reached" if d.mde is None else delta_text(d.mde, d.unit)
+            talk = ", ".join(f"{k} {pct(s)}" for k, s in sorted(d.cross_talk.items(), key=lambda kv: -kv[1])
                              if k != d.metric and s > CROSS_TALK_SHOWN)
             prow.append((kind, d.metric, mde, f"{d.draws:,}", talk or "—"))
         blocks.append(Block(
