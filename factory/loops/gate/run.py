@@ -40,9 +40,9 @@ from agent_factory.evaluators.gate.model import (
     Incident,
     MetricVerdict,
     MetricVerdictValue,
-    Unit,
     Verdict,
 )
+from agent_factory.evaluators.gate.power import unit_of
 from agent_factory.evaluators.gate.stats import Change, bonferroni_threshold, change, totals
 from agent_factory.factory.loops.gate.calibrate import calibration_key
 from agent_factory.factory.loops.gate.data import Side, gate_measures, retired_measures, side_rows
@@ -62,11 +62,6 @@ MIN_USERS = 2
 MAX_INCIDENTS = 200
 """Incidents kept per invariant and run (the count is always reported)."""
 _ORDER: dict[Verdict | None, int] = {None: 0, "pass": 1, "fail": 2, "incident": 3}
-
-
-def unit_of(m: GateMeasure) -> Unit:
-    """How a change of `m` reads: percentage points, a relative change, or its own units."""
-    return {"rate": "pp", "log": "%", "mean": "abs"}[m.scale]  # type: ignore[return-value]
 
 
 def shown(m: GateMeasure, r: float) -> float | None:
@@ -249,5 +244,4 @@ def _verdict(name: str, metrics: list[MetricVerdict], incidents: list[Incident],
     return ComponentVerdict(component=name, verdict=None, metrics=tuple(metrics), reason=f"undecided: {why}")
 
 
-__all__ = ["MAX_INCIDENTS", "MIN_USERS", "delta_in_unit", "incidents_of", "run_gate", "shown", "unit_of",
-           "worse_in_unit"]
+__all__ = ["MAX_INCIDENTS", "MIN_USERS", "delta_in_unit", "incidents_of", "run_gate", "shown", "worse_in_unit"]
