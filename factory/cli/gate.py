@@ -150,9 +150,10 @@ def calibrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Check the gate on the baseline alone: A/A splits calibrate each metric's threshold so that the family
-    false-alarm rate is 5% on half of them and measure it on the other half (the per-turn test's beside it);
-    seeded defects in half the users give the smallest effect caught in 80% of draws (MDE) and the cross-talk.
-    Stored; `gate` reuses it until the baseline or the suite changes. Progress on stderr."""
+    false-alarm rate is at most 5% (with 95% confidence) on half of them, and measure it on the other half (the
+    per-turn test's beside it); seeded defects in half the users give the smallest effect caught in 80% of draws
+    (MDE) and the cross-talk. Stored; `gate` reuses it until the baseline or the suite changes. Progress on
+    stderr."""
     try:
         with open_project(store=store, suite=suite, pack=pack, config=config, cache=cache_dir,
                           unapproved=unapproved, on_notice=note) as p:
