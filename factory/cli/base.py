@@ -23,6 +23,7 @@ from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from typer.models import CommandFunctionType
 
@@ -198,7 +199,9 @@ UnapprovedOpt = Annotated[
 
 def fail(e: Exception) -> typer.Exit:
     """The one-line error a command exits with (exit 1): what failed, never a traceback."""
-    err.print(f"[red]error:[/red] {e}", soft_wrap=True)
+    # Escaped: a message quoting a selector (`a.duckdb[trial=0]`) or a span's field (`answer[32:51]`) would read as
+    # rich markup and lose its brackets.
+    err.print(f"[red]error:[/red] {escape(str(e))}", soft_wrap=True)
     return typer.Exit(EXIT_USER_ERROR)
 
 

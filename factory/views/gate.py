@@ -156,8 +156,12 @@ def calibration_lines(report: CalibrationReport, *, baseline_options: str = "") 
                  f"{aa.splits:,} A/A splits, {report.seconds:.1f} s"),
              f"A/A family false alarms (any metric): {pct(aa.family_false_alarm_heldout)} held out, "
              f"{pct(aa.family_false_alarm_calibration)} on the calibration half",
-             f"  per-turn |z| >= 2 test, for contrast: {pct(aa.per_turn_family_false_alarm)}",
-             f"  {'metric':<54} {'threshold':>9} {'held out':>9} {'per-turn':>9}"]
+             f"  per-turn |z| >= 2 test, for contrast: {pct(aa.per_turn_family_false_alarm)}"]
+    if aa.level <= 0.0:
+        # Too few calibration splits to certify 5%: every threshold is +inf, and `gate` falls back to Bonferroni.
+        lines += wrap(f"  too few splits ({aa.splits:,}) to certify 5% family false alarms: no threshold "
+                      f"calibrated, so `gate` uses Bonferroni ones; calibrate with --splits 4000", indent=4)
+    lines.append(f"  {'metric':<54} {'threshold':>9} {'held out':>9} {'per-turn':>9}")
     # A metric no split could test (no row on a side: a clause that never applied) is counted, not listed.
     untestable = sorted(k for k, m in aa.per_metric.items() if m.undefined_splits >= aa.splits)
     ranked = sorted(((k, m) for k, m in aa.per_metric.items() if k not in untestable),

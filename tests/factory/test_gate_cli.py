@@ -218,6 +218,11 @@ def test_tau_bench_trials_split_by_selector_on_one_store(tau_store: Path, tmp_pa
     assert report["baseline"] == f"{store}[trial=0,1]" and report["candidate"] == f"{store}[trial=2,3]"
     assert report["users_baseline"] > 0 and report["users_candidate"] > 0
     assert report["exit_code"] == res.code
+    # A selector that picks nothing is one line naming the side as given, brackets and all (not read as markup).
+    res = cli("gate", "--baseline", "trial=0,1", "--candidate", "trial=7", "--store", str(store), "--pack", "airline")
+    assert res.code == 1
+    assert res.err.strip().startswith(f"error: {store}[trial=7]: the selector picks no conversation"), res.err
+    assert "values seen: 0, 1, 2, 3" in res.err
 
 
 def test_sequential_looks_are_counted_per_pair_and_the_bound_decides(course: Course) -> None:

@@ -248,3 +248,12 @@ def test_report_section_shows_verdicts_metrics_incidents_and_the_calibration() -
     power = blocks["Power: seeded defects"].table
     assert power is not None and power.rows[0] == ("blank", "execution:failure_rate", "+3.2 pp", "300",
                                                    "results:redo_rate 12.0%")
+
+
+def test_a_calibration_that_certified_nothing_says_so_and_what_the_gate_uses_instead() -> None:
+    report = calibration_report(power=False)
+    lines = calibration_lines(report.model_copy(update={"aa": report.aa.model_copy(update={"level": 0.0})}))
+    text = " ".join(line.strip() for line in lines)
+    assert "too few splits (4,000) to certify 5% family false alarms" in text and "uses Bonferroni" in text
+    assert not any("too few splits" in line for line in calibration_lines(report))
+    assert _fits(lines)
