@@ -13,7 +13,8 @@ Nodes, each with the step of section 8 it belongs to and a fingerprint:
     audit                      (4)          the inner loop: `factory/loops/audit` samples, re-collects, retires
     admission                  (4)          the items an audit retired (what the analyses no longer read), alone,
                                             so a run can say that a retirement is why analyses rerun
-    act                        (5)          the outer loop's entry point (the gate: not built yet)
+    act                        (5)          the outer loop's entry point (the gate runs apart, `agent-factory gate`,
+                                            on the data a run leaves; the node holds no work)
 
 A node's fingerprint hashes its own content with its parents' fingerprints, so comparing them with the last
 complete run's gives exactly the descendants of what changed. Pure: no I/O, same inputs, same graph.
