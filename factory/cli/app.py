@@ -18,7 +18,7 @@ import signal
 import sys
 
 import agent_factory
-from agent_factory.factory.cli import audit, gate, labels, review, reviewing, run, traffic, views
+from agent_factory.factory.cli import audit, gate, labels, review, reviewing, run, tasks, traffic, views
 from agent_factory.factory.cli.base import (
     EXIT_INTERRUPTED,
     EXIT_QUARANTINED,
@@ -30,7 +30,7 @@ from agent_factory.factory.cli.base import (
     watch_ctrl_c,
 )
 
-COMMAND_MODULES = (traffic, review, reviewing, run, views, audit, labels, gate)
+COMMAND_MODULES = (traffic, review, reviewing, run, views, audit, labels, gate, tasks)
 """The modules whose import registers the commands."""
 ORDER = ("simulate", "ingest", "stats", "build", "diff", "approve", "run", "watch", "summary", "show", "export",
          "report", "audit", "agreement", "incidents", "fixes")

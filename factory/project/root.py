@@ -19,6 +19,7 @@ from agent_factory.factory.project.gate import GateJobs
 from agent_factory.factory.project.labels import LabelJobs
 from agent_factory.factory.project.parts import DEFAULT_STORE, ProjectParts
 from agent_factory.factory.project.reviewing import ReviewJobs
+from agent_factory.factory.project.tasks import TaskJobs
 
 if TYPE_CHECKING:
     from agent_factory.adapters.jsonio import FieldLimits
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from agent_factory.knowledge_packs import KnowledgePack
 
 
-class Project(AuditJobs, LabelJobs, ReviewJobs, GateJobs, ProjectParts):
+class Project(AuditJobs, LabelJobs, ReviewJobs, GateJobs, TaskJobs, ProjectParts):
     """One store evaluated with one suite: its parts (`ProjectParts`, each assembled once) and the jobs.
 
     Use it as a context manager (`with open_project(...) as p:`); it closes what it opened (the store's

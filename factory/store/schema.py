@@ -304,6 +304,12 @@ GATE_TABLES: dict[str, str] = {
 }
 """The gate's tables (`store.gate`), recorded in the baseline's store: additive, as `AUDIT_TABLES`."""
 
+TASK_TABLES: dict[str, str] = {
+    "task_runs": "source_digest VARCHAR, suite VARCHAR, task_id VARCHAR, trial VARCHAR, run VARCHAR,"
+                 " PRIMARY KEY (source_digest, suite, task_id, trial)",
+}
+"""The task runs (`store.tasks`): additive, as `AUDIT_TABLES`; a run is stored whole as its JSON."""
+
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Every table of this schema version, where missing."""
@@ -323,5 +329,5 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("CREATE TABLE IF NOT EXISTS pipeline_sources (source_id VARCHAR)")
     staged = ", ".join(f"{name} {typ.replace(' NOT NULL', '')}" for name, (typ, _) in SPAN_COLUMNS.items())
     con.execute(f"CREATE TABLE IF NOT EXISTS staged_spans ({staged})")
-    for table, body in (AUDIT_TABLES | GATE_TABLES).items():
+    for table, body in (AUDIT_TABLES | GATE_TABLES | TASK_TABLES).items():
         con.execute(f"CREATE TABLE IF NOT EXISTS {table} ({body})")

@@ -1,0 +1,70 @@
+"""`agent-factory tasks import` and `tasks report`: long-horizon tasks' runs in, pass^k and the per-task report out,
+each a few lines over `Project` (`TaskJobs`). `tasks run` and `tasks compare` are to come (issue 35)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent_factory.errors import AgentFactoryError
+from agent_factory.factory.cli.base import JsonOpt, StoreOpt, _App, app, emit_json, fail, print_lines
+from agent_factory.factory.project import DEFAULT_STORE, open_project
+
+
+class TaskFormat(str, Enum):
+    """The formats `tasks import` reads."""
+
+    tau_bench = "tau-bench"
+
+
+tasks_app = _App(name="tasks", help="Long-horizon tasks: task runs imported, pass^k and the per-task report.",
+                 no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+
+def _options(store: Path) -> str:
+    return "" if store == DEFAULT_STORE else f"--store {store}"
+
+
+@tasks_app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="The benchmark's trajectory file.")],
+    fmt: Annotated[TaskFormat, typer.Option("--format", help="What the file is.", case_sensitive=False)],
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import a benchmark's trajectories as task runs (tau-bench: task id, trial, reward 1 = success): the file is
+    ingested as any source, so every component applies, and one task run is stored per trajectory. A bad record
+    stores nothing; the same file imported again adds nothing."""
+    try:
+        with open_project(store=store) as p:
+            done = p.import_tasks(path, fmt=fmt.value)
+    except AgentFactoryError as e:
+        raise fail(e) from e
+    if as_json:
+        emit_json(done.model_dump(mode="json"))
+        return
+    print_lines([f"imported {done.trajectories} trajectories of {done.tasks} task(s) from {done.file} as suite "
+                 f"{done.suite}: {done.new_runs} new task run(s), {done.conversations_stored} new conversation(s)"
+                 + (f"; {done.unlabelled} without a reward (no label)" if done.unlabelled else ""),
+                 "next:", f"  agent-factory tasks report {_options(store)}".rstrip()])
+
+
+@tasks_app.command("report")
+def report(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
+    """pass^k for k = 1..K (tau-bench's definition: mean over tasks of C(c, k) / C(n, k)) and every task: trials,
+    successes, its pass^k, dimensions (None: not collected), where its runs first deviate."""
+    try:
+        with open_project(store=store) as p:
+            found = p.task_report()
+    except AgentFactoryError as e:
+        raise fail(e) from e
+    if as_json:
+        emit_json(found.model_dump(mode="json"))
+        return
+    from agent_factory.factory.views.tasks import report_lines
+
+    print_lines(report_lines(found, options=_options(store)))
