@@ -16,12 +16,15 @@ SQL = {
     "a connection touched": re.compile(r"\.con\b"),
     "DuckDB imported": re.compile(r"^\s*(import duckdb|from duckdb\b)", re.MULTILINE),
 }
+SANDBOX = FACTORY / "tasks" / "sandbox.py"
+"""A task trial's own in-memory SQLite database (the agent's world, not the project's store): its SQL is the
+agent's tools. It may not import DuckDB or the store (`test_the_task_sandbox_never_touches_the_store`)."""
 ERROR_MAPPING = re.compile(r"duckdb\.Error\b")
 """What the CLI may name of DuckDB: its error class, nothing else."""
 
 
 def _outside_store() -> list[Path]:
-    return sorted(p for p in FACTORY.rglob("*.py") if STORE not in p.parents)
+    return sorted(p for p in FACTORY.rglob("*.py") if STORE not in p.parents and p != SANDBOX)
 
 
 def _allowed_duckdb(path: Path, text: str) -> bool:
@@ -60,3 +63,9 @@ def test_the_check_finds_each_kind_of_offence() -> None:
     assert offences(FACTORY / "cli" / "x.py", mapping) == []
     assert offences(FACTORY / "cli" / "x.py", mapping + "duckdb.connect()\n") == ["1: DuckDB imported"]
     assert offences(FACTORY / "views" / "x.py", mapping) == ["1: DuckDB imported"]
+
+
+def test_the_task_sandbox_never_touches_the_store() -> None:
+    text = SANDBOX.read_text(encoding="utf-8")
+    assert "sqlite3.connect(\":memory:\"" in text
+    assert "duckdb" not in text and "factory.store" not in text and SQL["a connection touched"].search(text) is None
