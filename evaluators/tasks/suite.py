@@ -182,6 +182,29 @@ class ExpectedStep(Frozen):
         return args
 
 
+class ReferenceStep(Frozen):
+    """One step of a task's reference solution: a tool call with concrete arguments, or an answer to the user.
+
+    A multi-turn task's reference answers once per user message, in order; the last answer is the final one.
+    """
+
+    tool: str | None = None
+    args: dict[str, str] = Field(default_factory=dict)
+    """The call's arguments (every sandbox tool takes text arguments)."""
+    fails: bool = False
+    """The call is meant to fail (a task built around an error the agent must recover from)."""
+    answer: str | None = None
+    """The answer given at this point (instead of a tool call)."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ReferenceStep:
+        if (self.tool is None) == (self.answer is None):
+            raise ValueError("a reference step is either a tool call (tool) or an answer (answer), not both or neither")
+        if self.answer is not None and (self.args or self.fails):
+            raise ValueError("an answer step takes no args and cannot fail")
+        return self
+
+
 class Task(Frozen):
     """One task of a suite."""
 
@@ -201,6 +224,8 @@ class Task(Frozen):
     """Tool calls after which a trial is ended."""
     token_limit: int = Field(ge=1)
     """Tokens after which a trial is ended."""
+    reference: tuple[ReferenceStep, ...] = ()
+    """A reference solution (what a good agent does, played by `script:succeed`); empty: none given."""
 
     @field_validator("input", mode="before")
     @classmethod
@@ -220,7 +245,27 @@ class Task(Frozen):
         if len(self.expected_steps) > self.max_steps:
             raise ValueError(f"max_steps: {self.max_steps} is fewer than its "
                              f"{len(self.expected_steps)} expected steps")
+        self._check_reference()
         return self
+
+    def _check_reference(self) -> None:
+        if not self.reference:
+            return
+        for i, step in enumerate(self.reference):
+            if step.tool is not None and step.tool not in self.tools:
+                raise ValueError(f"reference[{i}].tool: {step.tool!r} is not among the task's tools {list(self.tools)}")
+        answers = sum(step.answer is not None for step in self.reference)
+        if answers != len(self.input) or self.reference[-1].answer is None:
+            raise ValueError(f"reference: needs one answer per user message ({len(self.input)}), the last step "
+                             f"an answer; got {answers} answer(s)")
+        calls = len(self.reference) - answers
+        if calls > self.max_steps:
+            raise ValueError(f"reference: {calls} tool calls exceed max_steps {self.max_steps}")
+
+    @property
+    def reference_calls(self) -> tuple[ReferenceStep, ...]:
+        """The reference's tool calls, in order."""
+        return tuple(step for step in self.reference if step.tool is not None)
 
 
 class TaskSuite(Frozen):
@@ -259,5 +304,6 @@ class TaskSuite(Frozen):
 
 __all__ = [
     "Category", "Criterion", "CriterionKind", "ExpectedStep", "FileCriterion", "OutputContains", "OutputMatches",
-    "Refused", "SandboxSpec", "Scalar", "SqlCriterion", "SqliteSpec", "StateUnchanged", "Task", "TaskSuite", "ToolName",
+    "ReferenceStep", "Refused", "SandboxSpec", "Scalar", "SqlCriterion", "SqliteSpec", "StateUnchanged", "Task",
+    "TaskSuite", "ToolName",
 ]

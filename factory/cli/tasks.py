@@ -1,5 +1,6 @@
 """`agent-factory tasks import` and `tasks report`: long-horizon tasks' runs in, pass^k and the per-task report out,
-each a few lines over `Project` (`TaskJobs`). `tasks run` and `tasks compare` are to come (issue 35)."""
+and `tasks run` (an agent against a suite), each a few lines over `Project` (`TaskJobs`). `tasks compare` is to
+come (issue 35)."""
 
 from __future__ import annotations
 
@@ -68,3 +69,31 @@ def report(store: StoreOpt = DEFAULT_STORE, as_json: JsonOpt = False) -> None:
     from agent_factory.factory.views.tasks import report_lines
 
     print_lines(report_lines(found, options=_options(store)))
+
+
+@tasks_app.command("run")
+def run(
+    suite: Annotated[Path, typer.Argument(metavar="SUITE", help="The task suite's YAML file.")],
+    agent: Annotated[str, typer.Option("--agent", help="script:NAME (succeed, fail-midway, recover, loop, "
+                                                       "refuse).")],
+    trials: Annotated[int, typer.Option("--trials", help="Trials per task, each from a fresh sandbox.")] = 1,
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a task suite with an agent for K trials per task: each trial's run contract is written as OTel spans
+    (OTLP/JSON beside the store) and ingested, so every component applies, and one task run is stored per
+    trial. Prints pass^k and every task over this run's trials."""
+    try:
+        with open_project(store=store) as p:
+            done = p.run_tasks(suite, agent=agent, trials=trials)
+    except AgentFactoryError as e:
+        raise fail(e) from e
+    if as_json:
+        emit_json(done.model_dump(mode="json"))
+        return
+    from agent_factory.factory.views.tasks import report_lines
+
+    ended = ", ".join(f"{n} {how}" for how, n in sorted(done.ended_by.items()))
+    print_lines([f"ran {done.agent} on {len(done.tasks)} task(s) x {done.trials} trial(s): {ended}; "
+                 f"{done.new_runs} task run(s) stored, traces in {done.file}",
+                 *report_lines(done, options=_options(store))])

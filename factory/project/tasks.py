@@ -1,5 +1,6 @@
-"""The jobs of long-horizon tasks, mixed into `Project`: `tasks import` (a benchmark's trajectories as task runs)
-and `tasks report` (pass^k and the per-task report). The task runner (`tasks run`) is to come (issue 35)."""
+"""The jobs of long-horizon tasks, mixed into `Project`: `tasks import` (a benchmark's trajectories as task runs),
+`tasks report` (pass^k and the per-task report) and `tasks run` (an agent against a suite, its trials recorded as
+spans)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from agent_factory.factory.ingest.files import IngestReport
     from agent_factory.factory.ingest.sources import Given
     from agent_factory.factory.tasks.importing import TaskImport
+    from agent_factory.factory.tasks.runner import TaskRunReport
 
 
 class TaskJobs(ProjectParts):
@@ -61,3 +63,46 @@ class TaskJobs(ProjectParts):
             raise AgentFactoryError(f"{self.store_path}: no task runs stored; import some first "
                                     "(`agent-factory tasks import FILE --format tau-bench`)")
         return task_report(runs)
+
+    def run_tasks(self, suite_path: Path | str, *, agent: str, trials: int) -> TaskRunReport:
+        """Run a task suite with an agent (`script:NAME`) for `trials` trials per task, each from a fresh sandbox;
+        write the trials' traces as OTLP/JSON beside the store (`task-runs/`), ingest that file as any source (so
+        every component applies), and store one task run per trial. The report covers this run's trials."""
+        import collections
+        import hashlib
+        import json
+
+        from agent_factory.errors import SpecError
+        from agent_factory.evaluators.tasks.passk import task_report
+        from agent_factory.factory.store.tasks import record_task_runs
+        from agent_factory.factory.tasks.agents import scripted_agent
+        from agent_factory.factory.tasks.runner import TaskRunReport, run_suite
+        from agent_factory.factory.tasks.spans import otlp_document, task_run
+        from agent_factory.factory.tasks.suite_io import load_suite
+
+        if not agent.startswith("script:"):
+            raise SpecError(f"--agent {agent!r}: only scripted agents (script:NAME) run for now; model agents "
+                            "are to come (issue 35)")
+        try:
+            player = scripted_agent(agent)
+        except ValueError as e:
+            raise SpecError(f"--agent: {e}") from None
+        if trials < 1:
+            raise SpecError(f"--trials: must be at least 1, got {trials}")
+        suite = load_suite(Path(suite_path))
+        results = run_suite(suite, player, trials=trials)
+        body = json.dumps(otlp_document(results, {t.id: t.input for t in suite.tasks})).encode()
+        digest = hashlib.sha256(body).hexdigest()
+        out = self.store_path.parent / "task-runs" / f"{suite.name}-{agent.removeprefix('script:')}-{digest[:12]}.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(body)
+        ingested = self.ingest([out], fmt="otlp-json")
+        if ingested.quarantined:
+            first = ingested.errors[0].line() if ingested.errors else "see `agent-factory stats`"
+            raise AgentFactoryError(f"tasks run: {out}: ingest quarantined {ingested.quarantined} record(s): {first}")
+        runs = [task_run(r, source=str(out), digest=digest) for r in results]
+        new = record_task_runs(self.store(write=True), runs)
+        report = task_report(runs)
+        return TaskRunReport(**report.model_dump(), file=str(out), agent=player.name, trials=trials,
+                             ended_by=dict(collections.Counter(r.ended_by for r in results)), new_runs=new,
+                             spans_ingested=max(0, ingested.accepted - ingested.already_stored))

@@ -127,3 +127,13 @@ def test_models_are_frozen(raw: dict[str, Any]) -> None:
         suite.tasks[0].max_steps = 99  # type: ignore[misc]
     with pytest.raises(KeyError, match="no task 'nope'"):
         suite.task("nope")
+
+
+def test_bad_reference_names_task_and_field(raw: dict[str, Any], tmp_path: Path) -> None:
+    data = copy.deepcopy(raw)
+    data["tasks"][0]["reference"] = [{"tool": "write_file", "args": {"path": "a"}}, {"answer": "5"}]
+    assert _fails(tmp_path, data).startswith("task 'count_march_orders': reference[0].tool: 'write_file' is not")
+    data["tasks"][0]["reference"] = [{"tool": "query_sql", "args": {"sql": "SELECT 1"}}]
+    assert "needs one answer per user message (1)" in _fails(tmp_path, data)
+    data["tasks"][0]["reference"] = [{"tool": "query_sql", "answer": "5"}]
+    assert "either a tool call (tool) or an answer" in _fails(tmp_path, data)
