@@ -80,7 +80,9 @@ def _component_reason(c: ComponentVerdict) -> str:
         worst = f" (largest z {max(zs):.2f})" if zs else ""
         left = sum(1 for m in c.metrics if m.verdict is None)
         undecided = f", {left} undecided" if left else ""
-        return f"{len(tested)} tested, none significantly worse{worst}{undecided}"
+        # A passing component's reason is what it noticed beside the tests (a pack's unconfirmed invariant broken).
+        note = f"; {c.reason}" if c.reason else ""
+        return f"{len(tested)} tested, none significantly worse{worst}{undecided}{note}"
     reason = c.reason or ""
     return reason.removeprefix("not gated: ").removeprefix("undecided: ")
 

@@ -257,3 +257,12 @@ def test_a_calibration_that_certified_nothing_says_so_and_what_the_gate_uses_ins
     assert "too few splits (4,000) to certify 5% family false alarms" in text and "uses Bonferroni" in text
     assert not any("too few splits" in line for line in calibration_lines(report))
     assert _fits(lines)
+
+
+def test_a_passing_component_shows_what_it_noticed_beside_the_tests() -> None:
+    report = gate_report()
+    noted = "6 unit(s) broke the pack's invariant(s) confirm_before_write, which no person confirmed: no incident"
+    comps = tuple(c.model_copy(update={"reason": noted}) if c.verdict == "pass" else c for c in report.components)
+    assert any(c.verdict == "pass" for c in comps)
+    text = " ".join(line.strip() for line in gate_lines(report.model_copy(update={"components": comps})))
+    assert "none significantly worse" in text and "confirm_before_write, which no person confirmed" in text
