@@ -1,4 +1,5 @@
-"""Attribute values: OTLP `AnyValue` decoding, flattening nested dicts, and making any value JSON-compatible.
+"""Attribute values: OTLP `AnyValue` decoding and encoding, flattening nested dicts, and making any value
+JSON-compatible.
 
 Pure functions. Decoding raises `AttributeValueError` naming the offending key, so an adapter can quarantine
 the span with the exact field.
@@ -23,6 +24,27 @@ class AttributeValueError(ValueError):
         super().__init__(message)
         self.key = key
         self.message = message
+
+
+def encode_any_value(v: Any) -> dict[str, Any]:
+    """A Python value as an OTLP/JSON `AnyValue` (ints as strings, as protobuf JSON mapping requires); what the
+    simulator and the task runner write, and `decode_any_value` reads back."""
+    if type(v) is str:  # the common case first
+        return {"stringValue": v}
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list | tuple):
+        return {"arrayValue": {"values": [encode_any_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def encode_attributes(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An OTLP/JSON attribute list (`[{"key", "value"}]`) of `attrs`, leaving out the keys whose value is None."""
+    return [{"key": k, "value": encode_any_value(v)} for k, v in attrs.items() if v is not None]
 
 
 def jsonable(value: Any) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from agent_factory.adapters.otel.values import encode_attributes
 from agent_factory.factory.simulate import texts
 from agent_factory.factory.simulate.plan import TurnPlan
 
@@ -26,25 +27,6 @@ _RESOURCE = {"attributes": [
     {"key": "telemetry.sdk.language", "value": {"stringValue": "python"}},
 ]}
 _OK = {"code": 1}
-
-
-def any_value(v: Any) -> dict[str, Any]:
-    """A Python value as an OTLP/JSON `AnyValue` (ints as strings, as protobuf JSON mapping requires)."""
-    if type(v) is str:  # the common case first
-        return {"stringValue": v}
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    if isinstance(v, list | tuple):
-        return {"arrayValue": {"values": [any_value(x) for x in v]}}
-    return {"stringValue": str(v)}
-
-
-def _attrs(d: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": any_value(v)} for k, v in d.items() if v is not None]
 
 
 def _span_id(trace: str, i: int) -> str:
@@ -99,7 +81,7 @@ class _Builder:
                 "traceId": tp.trace_id, "spanId": _span_id(tp.trace_id, i + 1),
                 "parentSpanId": parent or self.root_id, "name": name, "kind": 1,
                 "startTimeUnixNano": str(t), "endTimeUnixNano": str(t + dur),
-                "attributes": _attrs(attrs), "status": status,
+                "attributes": encode_attributes(attrs), "status": status,
             })
             t += dur
         return {"resourceSpans": [{"resource": _RESOURCE, "scopeSpans": [{"scope": SCOPE, "spans": spans}]}]}
@@ -120,7 +102,7 @@ class _Builder:
         return {
             "traceId": tp.trace_id, "spanId": self.root_id, "name": "agent.turn", "kind": 2,
             "startTimeUnixNano": str(tp.start_ns), "endTimeUnixNano": str(tp.end_ns),
-            "attributes": _attrs(attrs), "status": status,
+            "attributes": encode_attributes(attrs), "status": status,
         }
 
 

@@ -15,26 +15,13 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from agent_factory.adapters.otel.values import encode_attributes
 from agent_factory.evaluators.tasks.model import TaskRun
 from agent_factory.factory.tasks.agents import Answer
 from agent_factory.factory.tasks.runner import CallRecord, Decision, TrialResult
 
 SERVICE = "agent-factory-tasks"
 """The `service.name` of the traces the runner writes."""
-
-
-def _value(v: object) -> dict[str, Any]:
-    if isinstance(v, bool):
-        return {"boolValue": v}
-    if isinstance(v, int):
-        return {"intValue": str(v)}
-    if isinstance(v, float):
-        return {"doubleValue": v}
-    return {"stringValue": str(v)}
-
-
-def _attributes(attrs: dict[str, object]) -> list[dict[str, Any]]:
-    return [{"key": k, "value": _value(v)} for k, v in attrs.items() if v is not None]
 
 
 def _hex(*parts: object, length: int) -> str:
@@ -57,7 +44,7 @@ def _span(r: TrialResult, index: int, name: str, start: int, end: int, attrs: di
     return {
         "traceId": trace_id(r), "spanId": _hex(trace_id(r), index, length=16),
         "parentSpanId": "" if root else _hex(trace_id(r), 0, length=16), "name": name, "kind": 1 if root else 3,
-        "startTimeUnixNano": str(start), "endTimeUnixNano": str(end), "attributes": _attributes(attrs),
+        "startTimeUnixNano": str(start), "endTimeUnixNano": str(end), "attributes": encode_attributes(attrs),
         "status": {"code": "STATUS_CODE_ERROR", "message": error} if error else {"code": "STATUS_CODE_OK"},
     }
 
@@ -113,7 +100,7 @@ def otlp_document(results: Sequence[TrialResult], inputs: dict[str, Sequence[str
     """The trials as one OTLP/JSON `ExportTraceServiceRequest`: a resource block per trial (its session is its
     conversation). `inputs`: task id -> its user messages."""
     return {"resourceSpans": [{
-        "resource": {"attributes": _attributes({"service.name": SERVICE, "session.id": conversation_id(r)})},
+        "resource": {"attributes": encode_attributes({"service.name": SERVICE, "session.id": conversation_id(r)})},
         "scopeSpans": [{"scope": {"name": "agent_factory.factory.tasks"},
                         "spans": trial_spans(r, inputs[r.task_id])}],
     } for r in results]}
