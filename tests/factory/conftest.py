@@ -3,7 +3,10 @@ OpenAI-compatible test server (`tests/fakes/openai_server.py`)."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,7 +62,30 @@ def model_env(tmp_path: Path, fake_openai: FakeOpenAIServer, monkeypatch: pytest
     return tmp_path
 
 
-_NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
+NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
+"""The environment of a CLI run with no model configured (whatever the machine's environment says)."""
+
+
+@dataclass(frozen=True)
+class Res:
+    """What a command did: its exit code, stdout and stderr; `json()` reads stdout."""
+
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def cli(*args: str) -> Res:
+    """`agent-factory ARGS...` in this process, with no model configured."""
+    from typer.testing import CliRunner
+
+    from agent_factory.factory.cli.app import app
+
+    res = CliRunner().invoke(app, list(args), env=NO_MODEL)
+    return Res(res.exit_code, res.stdout, res.stderr)
 
 
 def _ingest_and_run(store: Path, *ingest: str) -> str:
@@ -68,9 +94,9 @@ def _ingest_and_run(store: Path, *ingest: str) -> str:
     from agent_factory.factory.cli.app import app
 
     runner = CliRunner()
-    res = runner.invoke(app, ["ingest", *ingest, "--store", str(store)], env=_NO_MODEL)
+    res = runner.invoke(app, ["ingest", *ingest, "--store", str(store)], env=NO_MODEL)
     assert res.exit_code == 0, res.output
-    res = runner.invoke(app, ["run", "--store", str(store)], env=_NO_MODEL)
+    res = runner.invoke(app, ["run", "--store", str(store)], env=NO_MODEL)
     assert res.exit_code == 0, res.output
     return res.stdout
 

@@ -5,42 +5,24 @@ answers, disclosures), each gated against one baseline store, where everything i
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.lookup import locate
+from tests.factory.conftest import Res, cli
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 SPEC = Path(__file__).resolve().parents[2] / "specs" / "business_analysis_zh.md"
 USERS = 40
 CLAUSE = "no_unprompted_disclosure"
 
-
-@dataclass
-class Res:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def cli(*args: str) -> Res:
-    res = CliRunner().invoke(app, list(args), env=NO_MODEL)
-    return Res(res.exit_code, res.stdout, res.stderr)
 
 
 def _store(root: Path, name: str, **knobs: float | int) -> Path:

@@ -14,11 +14,11 @@ import pytest
 
 from agent_factory.evaluators.gate.model import ComponentVerdict, GateReport, Incident, MetricVerdict
 from agent_factory.factory import pytest_plugin
+from tests.factory.conftest import NO_MODEL
 
 pytest_plugins = ["pytester"]
 
 REPO = Path(__file__).resolve().parents[2]
-NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 
 QUIET = ("-W", "ignore::pytest.PytestAssertRewriteWarning")
 """An in-process pytest finds agent_factory imported already (by this one), and says so: not what is tested."""

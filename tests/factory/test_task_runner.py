@@ -23,6 +23,7 @@ from agent_factory.factory.tasks.runner import TrialResult, run_suite, run_trial
 from agent_factory.factory.tasks.sandbox import Sandbox, ToolResult
 from agent_factory.factory.tasks.spans import otlp_document
 from agent_factory.factory.tasks.suite_io import load_suite
+from tests.factory.conftest import NO_MODEL
 
 SHIPPED = Path(__file__).resolve().parents[2] / "specs" / "tasks" / "sales_report.yaml"
 TRIALS = 2
@@ -187,7 +188,6 @@ def test_a_call_the_tool_cannot_take_is_an_error_the_agent_sees(suite: TaskSuite
 
 # ---- `agent-factory tasks run`: the trials' spans in the store, their task runs reported ---------------------------
 
-NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 
 
 def cli(*args: str) -> Result:

@@ -7,33 +7,16 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from agent_factory.factory.cli.app import app
 from tests.conftest import shared_data
+from tests.factory.conftest import Res, cli
 
-NO_MODEL = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 TASK_KEYS = {"id", "trials", "successes", "pass_hat", "dimensions", "first_deviation"}
 
-
-@dataclass
-class Res:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def cli(*args: str) -> Res:
-    res = CliRunner().invoke(app, list(args), env=NO_MODEL)
-    return Res(res.exit_code, res.stdout, res.stderr)
 
 
 def _traj(tools: int) -> list[dict[str, Any]]:

@@ -16,17 +16,17 @@ from typer.testing import CliRunner
 
 from agent_factory.factory.cli.app import app
 from agent_factory.factory.simulate import SimConfig, simulate
+from tests.factory.conftest import NO_MODEL
 
 USERS = 500
 """Users per simulated version: enough for a 5-point rise in failures to be seen by a clustered test (the
 calibration at the default scale of 1,136 users, in docs/gate.md, puts the failure MDE well under 5 points)."""
 ROOT = Path(__file__).resolve().parents[4]
 SPEC = ROOT / "specs" / "business_analysis_zh.md"
-_ENV = {"AGENT_FACTORY_SMALL_MODEL": "", "AGENT_FACTORY_JURY": "", "AGENT_FACTORY_CONFIG": ""}
 
 
 def _cli(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args), env=_ENV)
+    return CliRunner().invoke(app, list(args), env=NO_MODEL)
 
 
 def _version(root: Path, name: str, suite: Path, **knobs: Any) -> Path:
