@@ -42,7 +42,7 @@ from agent_factory.evaluators.gate.model import (
     MetricVerdictValue,
     Verdict,
 )
-from agent_factory.evaluators.gate.power import unit_of
+from agent_factory.evaluators.gate.power import in_unit, unit_of
 from agent_factory.evaluators.gate.stats import Change, bonferroni_threshold, change, totals
 from agent_factory.factory.loops.gate.calibrate import calibration_key
 from agent_factory.factory.loops.gate.data import Side, gate_measures, retired_measures, side_rows
@@ -72,24 +72,14 @@ def shown(m: GateMeasure, r: float) -> float | None:
 
 
 def delta_in_unit(m: GateMeasure, d: float) -> float | None:
-    """The change b - a (of R) in the measure's unit."""
-    if not math.isfinite(d):
-        return None
-    if m.scale == "rate":
-        return 100.0 * d
-    if m.scale == "log":
-        return 100.0 * (math.exp(d) - 1.0)
-    return d
+    """The change b - a (of R) in the measure's unit (`power.in_unit`: pp, %, or as is)."""
+    return float(in_unit(np.asarray(d), unit_of(m))) if math.isfinite(d) else None
 
 
 def worse_in_unit(m: GateMeasure, b: float) -> float:
     """A worse-direction change `b` of R (an always-valid bound) as a worse change in the measure's unit: positive
-    is worse, whichever direction the metric declares."""
-    if m.scale == "rate":
-        return 100.0 * b
-    if m.scale == "log":
-        return 100.0 * (math.exp(b) - 1.0 if m.sign > 0 else 1.0 - math.exp(-b))
-    return b
+    is worse, whichever direction the metric declares (the change itself is `sign * b`)."""
+    return m.sign * float(in_unit(np.asarray(m.sign * b), unit_of(m)))
 
 
 def _finite(v: float) -> float | None:
