@@ -118,4 +118,4 @@ def gate_columns(measures: Sequence[GateMeasure], rows: Mapping[Layer, Sequence[
 
 
 __all__ = ["CLUSTERS", "CXX", "CXY", "CYY", "ROWS", "RXX", "RXY", "RYY", "USER_FIELDS", "X", "Y", "GateColumns",
-           "MeasureRows", "cluster_of", "gate_columns", "measure_rows", "user_stats"]
+           "MeasureRows", "gate_columns", "measure_rows", "user_stats"]

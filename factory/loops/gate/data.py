@@ -16,8 +16,8 @@ from pathlib import Path
 from agent_factory.errors import AgentFactoryError, UsageError
 from agent_factory.evaluators.core.gate import GateMeasure
 from agent_factory.evaluators.core.model import Layer
-from agent_factory.evaluators.core.registry import ComponentSpec, UnitRow
-from agent_factory.evaluators.gate.columns import GateColumns, cluster_of, gate_columns
+from agent_factory.evaluators.core.registry import ComponentSpec, UnitRow, cluster_of
+from agent_factory.evaluators.gate.columns import GateColumns, gate_columns
 from agent_factory.factory.store import Store
 from agent_factory.factory.store.audit import retired_in_force
 from agent_factory.factory.store.selectors import attribute_values, select_conversations

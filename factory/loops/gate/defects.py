@@ -53,8 +53,8 @@ from agent_factory.evaluators.core import AtomicDatum, ComponentSpec, DataDefini
 from agent_factory.evaluators.core.columns import DataColumns, UnitInput
 from agent_factory.evaluators.core.gate import GateMeasure
 from agent_factory.evaluators.core.memo import run_memos
-from agent_factory.evaluators.core.registry import Unit
-from agent_factory.evaluators.gate.columns import GateColumns, MeasureRows, cluster_of
+from agent_factory.evaluators.core.registry import Unit, cluster_of
+from agent_factory.evaluators.gate.columns import GateColumns, MeasureRows
 from agent_factory.evaluators.gate.model import DefectPower
 from agent_factory.evaluators.gate.power import align, power
 from agent_factory.evaluators.kernel import CollectPlan, DatumBatch, UserUnits
