@@ -18,13 +18,6 @@ from agent_factory.evaluators.audit.sample import Candidate
 from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.schema import AUDIT_TABLES
 
-
-def _has(store: Store, table: str) -> bool:
-    row = store.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [table]).fetchone()
-    return bool(row and row[0])
-
-
 # ---- labels ------------------------------------------------------------------------------------------------
 
 def write_labels(store: Store, ratings: Sequence[Rating], *, source: str) -> int:
@@ -54,7 +47,7 @@ def write_labels(store: Store, ratings: Sequence[Rating], *, source: str) -> int
 
 def read_labels(store: Store, *, items: Iterable[str] | None = None) -> list[Rating]:
     """The stored human labels (of `items` only, when given), in (item, unit, rater) order."""
-    if not _has(store, "labels"):
+    if not store.has_table("labels"):
         return []
     where, args = "", []
     if items is not None:
@@ -66,7 +59,7 @@ def read_labels(store: Store, *, items: Iterable[str] | None = None) -> list[Rat
 
 def label_sources(store: Store) -> dict[str, int]:
     """Labels per import source."""
-    if not _has(store, "labels"):
+    if not store.has_table("labels"):
         return {}
     return {s: int(n) for s, n in store.con.execute(
         "SELECT source, count(*) FROM labels GROUP BY 1 ORDER BY 1").fetchall()}
@@ -132,7 +125,7 @@ def write_sample(store: Store, audit_id: str, rows: Sequence[tuple[str, str, str
 
 def read_sample(store: Store, audit_id: str) -> list[tuple[str, str, str, str, str, float]]:
     """An audit's stored sample, as `write_sample` took it."""
-    if not _has(store, "audit_sample"):
+    if not store.has_table("audit_sample"):
         return []
     return [tuple(r) for r in store.con.execute(
         "SELECT unit_id, user_id, layer, component, stratum, weight FROM audit_sample WHERE audit_id = ?"
@@ -150,7 +143,7 @@ def record_audit(store: Store, report: AuditReport, *, finished: datetime) -> No
 
 def latest_audit(store: Store) -> AuditReport | None:
     """The last finished audit's report; None before any audit."""
-    if not _has(store, "audits"):
+    if not store.has_table("audits"):
         return None
     row = store.con.execute("SELECT report FROM audits ORDER BY finished_at DESC LIMIT 1").fetchone()
     return AuditReport.model_validate_json(row[0]) if row else None
@@ -158,7 +151,7 @@ def latest_audit(store: Store) -> AuditReport | None:
 
 def audit_history(store: Store) -> list[AuditReport]:
     """Every stored audit's report, oldest first."""
-    if not _has(store, "audits"):
+    if not store.has_table("audits"):
         return []
     return [AuditReport.model_validate_json(r) for (r,) in store.con.execute(
         "SELECT report FROM audits ORDER BY finished_at").fetchall()]
@@ -182,7 +175,7 @@ def reinstate(store: Store, *, item: str) -> int:
 
 def retired_items(store: Store) -> dict[str, str]:
     """Retired item -> the version retired."""
-    if not _has(store, "retired"):
+    if not store.has_table("retired"):
         return {}
     return {i: v for i, v in store.con.execute("SELECT item, item_version FROM retired ORDER BY item").fetchall()}
 
@@ -190,7 +183,7 @@ def retired_items(store: Store) -> dict[str, str]:
 def retired_in_force(store: Store) -> frozenset[str]:
     """The retired items whose stored primary data are of the version retired: what the views leave out (a
     rewrite approved and collected since is a new version, in force again)."""
-    if not _has(store, "retired"):
+    if not store.has_table("retired"):
         return frozenset()
     return frozenset(i for (i,) in store.con.execute(
         "SELECT DISTINCT r.item FROM retired r JOIN atomic_data d ON d.item = r.item AND d.item_version ="
@@ -210,7 +203,7 @@ def log_corrections(store: Store, corrections: Sequence[Correction]) -> None:
 
 def read_corrections(store: Store) -> list[Correction]:
     """The corrections log, oldest first."""
-    if not _has(store, "corrections"):
+    if not store.has_table("corrections"):
         return []
     return [Correction.model_validate_json(r) for (r,) in store.con.execute(
         "SELECT record FROM corrections ORDER BY logged_at, item").fetchall()]

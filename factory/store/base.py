@@ -166,6 +166,13 @@ class Store:
         row = self.con.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
         return row[0] if row else None
 
+    def has_table(self, table: str) -> bool:
+        """Whether `table` exists: the additive tables (the audit's, the gate's, the tasks') are created on a store's
+        first write under this version, so a read-only open of an older store reads them as absent."""
+        row = self.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                               [table]).fetchone()
+        return bool(row and row[0])
+
     def has_source(self, source_id: str) -> bool:
         """Whether the file `source_id` is ingested."""
         return self.con.execute("SELECT 1 FROM sources WHERE source_id = ?", [source_id]).fetchone() is not None

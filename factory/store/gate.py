@@ -18,12 +18,6 @@ from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.schema import GATE_TABLES
 
 
-def _has(store: Store, table: str) -> bool:
-    row = store.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [table]).fetchone()
-    return bool(row and row[0])
-
-
 def _when(text: str) -> datetime:
     """An ISO 8601 time of a report; a naive one is taken as UTC (the reports write UTC)."""
     at = datetime.fromisoformat(text)
@@ -43,7 +37,7 @@ def record_calibration(store: Store, report: CalibrationReport) -> None:
 
 def read_calibration(store: Store, key: str) -> CalibrationReport | None:
     """The calibration stored under `key`; None when the baseline, its suite or the gate changed since."""
-    if not _has(store, "gate_calibrations"):
+    if not store.has_table("gate_calibrations"):
         return None
     row = store.con.execute("SELECT report FROM gate_calibrations WHERE key = ?", [key]).fetchone()
     return CalibrationReport.model_validate_json(row[0]) if row else None
@@ -51,7 +45,7 @@ def read_calibration(store: Store, key: str) -> CalibrationReport | None:
 
 def latest_calibration(store: Store) -> CalibrationReport | None:
     """The newest stored calibration, whatever its key (the report's); None before any."""
-    if not _has(store, "gate_calibrations"):
+    if not store.has_table("gate_calibrations"):
         return None
     row = store.con.execute("SELECT report FROM gate_calibrations ORDER BY \"at\" DESC, key DESC LIMIT 1").fetchone()
     return CalibrationReport.model_validate_json(row[0]) if row else None
@@ -68,7 +62,7 @@ def record_gate(store: Store, report: GateReport) -> None:
 
 def latest_gate(store: Store) -> GateReport | None:
     """The last gate run recorded; None before any."""
-    if not _has(store, "gate_runs"):
+    if not store.has_table("gate_runs"):
         return None
     # rowid breaks a tie of two runs recorded within one clock tick: the later insert is the later run.
     row = store.con.execute("SELECT report FROM gate_runs ORDER BY \"at\" DESC, rowid DESC LIMIT 1").fetchone()
@@ -77,7 +71,7 @@ def latest_gate(store: Store) -> GateReport | None:
 
 def gate_history(store: Store) -> list[GateReport]:
     """Every recorded gate run, oldest first."""
-    if not _has(store, "gate_runs"):
+    if not store.has_table("gate_runs"):
         return []
     return [GateReport.model_validate_json(r) for (r,) in store.con.execute(
         "SELECT report FROM gate_runs ORDER BY \"at\", rowid").fetchall()]
@@ -98,7 +92,7 @@ def take_look(store: Store, pair: str, users_candidate: int) -> int:
 
 def read_looks(store: Store, pair: str) -> list[tuple[int, int]]:
     """(look, candidate users) of every look taken at `pair`, in order."""
-    if not _has(store, "gate_looks"):
+    if not store.has_table("gate_looks"):
         return []
     return [(int(k), int(n)) for k, n in store.con.execute(
         "SELECT look, users_candidate FROM gate_looks WHERE pair = ? ORDER BY look", [pair]).fetchall()]
@@ -125,7 +119,7 @@ def record_incidents(store: Store, incidents: Sequence[Incident]) -> int:
 
 def read_incidents(store: Store) -> list[Incident]:
     """Every stored incident, oldest first."""
-    if not _has(store, "incidents"):
+    if not store.has_table("incidents"):
         return []
     rows = store.con.execute("SELECT id, opened_at, component, clause, metric, unit_id, evidence, candidate"
                              " FROM incidents ORDER BY opened_at, component, clause, unit_id, id").fetchall()
@@ -147,7 +141,7 @@ def write_fixes(store: Store, fixes: Sequence[Fix]) -> None:
 
 def read_fixes(store: Store) -> list[Fix]:
     """Every stored fix, oldest first (by when it was opened, then id)."""
-    if not _has(store, "fixes"):
+    if not store.has_table("fixes"):
         return []
     fixes = [Fix.model_validate_json(r) for (r,) in store.con.execute("SELECT record FROM fixes").fetchall()]
     return sorted(fixes, key=lambda f: (_when(f.opened_at), f.id))

@@ -14,12 +14,6 @@ from agent_factory.factory.store.base import Store
 from agent_factory.factory.store.schema import TASK_TABLES
 
 
-def _has(store: Store, table: str) -> bool:
-    row = store.con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
-                            [table]).fetchone()
-    return bool(row and row[0])
-
-
 def record_task_runs(store: Store, runs: Sequence[TaskRun]) -> int:
     """Store the runs not stored yet (same source digest, suite, task and trial); the number of new ones."""
     fresh = {(r.source_digest, r.suite, r.task_id, r.trial): r for r in runs}
@@ -37,7 +31,7 @@ def record_task_runs(store: Store, runs: Sequence[TaskRun]) -> int:
 
 def read_task_runs(store: Store) -> list[TaskRun]:
     """Every stored task run, by suite, task and trial as stored; none in a store without the table."""
-    if not _has(store, "task_runs"):
+    if not store.has_table("task_runs"):
         return []
     return [TaskRun.model_validate_json(r) for (r,) in store.con.execute(
         "SELECT run FROM task_runs ORDER BY suite, task_id, trial, source_digest").fetchall()]
