@@ -65,6 +65,12 @@ def interrupted(e: BaseException) -> bool:
     duckdb = sys.modules.get("duckdb")
     if duckdb is not None and isinstance(e, getattr(duckdb, "InterruptException", ())):
         return True
+    if duckdb is not None and isinstance(e, duckdb.Error):
+        # Ctrl-C while DuckDB reads a Python object (an Arrow stream) is the KeyboardInterrupt raised in that
+        # object's code, which DuckDB wraps into its own error with the Python traceback as its text. Taken for
+        # a storage failure, it ended an interrupted run with "the store could not be read" and exit 1.
+        if "KeyboardInterrupt" in (ln.strip() for ln in str(e).splitlines()) or _PRESSED.is_set():
+            return True
     return isinstance(e, RuntimeError) and str(e).strip() == "Query interrupted"
 
 
