@@ -6,8 +6,9 @@ Each has a family; a jury is cross-family by construction (docs/method.md sectio
 their own answers), so a jury with two members of one family is refused with the members named.
 
 Sources, later ones overriding earlier ones: `agent-factory.toml` (section `[models]`, `[budget]`, `[collect]`,
-`[privacy]`), then the environment (`AGENT_FACTORY_SMALL_MODEL`, `AGENT_FACTORY_JURY` and
-`AGENT_FACTORY_AUDIT_MODELS` comma-separated, `AGENT_FACTORY_API_BASE` for the models the environment names).
+`[privacy]`, `[agent]`), then the environment (`AGENT_FACTORY_SMALL_MODEL`, `AGENT_FACTORY_JURY` and
+`AGENT_FACTORY_AUDIT_MODELS` comma-separated, `AGENT_FACTORY_API_BASE` for the models the environment names;
+`AGENT_FACTORY_AGENT_API_BASE` and `AGENT_FACTORY_AGENT_API_KEY_ENV` for the task runner's model agents).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ ENV_SMALL = "AGENT_FACTORY_SMALL_MODEL"
 ENV_JURY = "AGENT_FACTORY_JURY"
 ENV_API_BASE = "AGENT_FACTORY_API_BASE"
 ENV_AUDIT = "AGENT_FACTORY_AUDIT_MODELS"
+ENV_AGENT_API_BASE = "AGENT_FACTORY_AGENT_API_BASE"
+ENV_AGENT_KEY_ENV = "AGENT_FACTORY_AGENT_API_KEY_ENV"
 
 # Model-name patterns first: `openai/qwen2.5-7b` behind a vLLM server is a Qwen model, whatever the transport.
 _NAME_FAMILIES: tuple[tuple[str, str], ...] = (
@@ -160,6 +163,18 @@ def check_jury(jury: tuple[ModelSpec, ...]) -> None:
         )
 
 
+class AgentEndpoint(Frozen):
+    """Where a model agent of `agent-factory tasks run --agent MODEL` is served (section `[agent]`; the model
+    itself is named on the command line)."""
+
+    api_base: str | None = None
+    """Endpoint for OpenAI-compatible or self-hosted servers; None: the provider's default."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (keys never live in config files)."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Per-request timeout in seconds."""
+
+
 class ModelConfig(Frozen):
     """phi's models, limits and options for one run."""
 
@@ -184,6 +199,8 @@ class ModelConfig(Frozen):
     one call. `conversation`: the items of every turn of one conversation in one call (and one call per juror
     for the turns' unsure items), each answer keyed by its turn and judged on that turn's evidence only; the
     data and their cache keys are the same as with `unit`, so the two share cached answers."""
+    agent: AgentEndpoint = Field(default_factory=AgentEndpoint)
+    """Where the task runner's model agents are served (`agent-factory tasks run --agent MODEL`)."""
     redactor: str | None = None
     """`module:attr` of a custom redactor (a `Redactor` instance, or a class / factory called without
     arguments); None: `DefaultRedactor`."""
@@ -281,6 +298,9 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
         batch = "unit"        # or "conversation": a conversation's turns in one call
         [privacy]
         redactor = "mypkg.privacy:MyRedactor"
+        [agent]               # the task runner's model agents (`tasks run --agent MODEL`)
+        api_base = "http://127.0.0.1:8000/v1"
+        api_key_env = "MY_AGENT_KEY"
 
     Errors are `SpecError`s naming the file and the field.
     """
@@ -289,7 +309,9 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
     budget = data.get("budget", {})
     collect = data.get("collect", {})
     privacy = data.get("privacy", {})
-    for name, section in (("models", models), ("budget", budget), ("collect", collect), ("privacy", privacy)):
+    agent = data.get("agent", {})
+    for name, section in (("models", models), ("budget", budget), ("collect", collect), ("privacy", privacy),
+                          ("agent", agent)):
         if not isinstance(section, Mapping):
             raise SpecError(f"{source}: [{name}] must be a table")
     raw = _models_section(models, source)
@@ -297,6 +319,14 @@ def load_model_config(path: Path | None = None, env: Mapping[str, str] = os.envi
     raw.update(_collect_section(collect, source))
     if "redactor" in privacy:
         raw["redactor"] = privacy["redactor"]
+    unknown = set(agent) - set(AgentEndpoint.model_fields)
+    if unknown:
+        raise SpecError(f"{source}: agent: unknown keys {sorted(unknown)}; valid: "
+                        f"{', '.join(sorted(AgentEndpoint.model_fields))}")
+    raw["agent"] = dict(agent)
+    for key, name in ((ENV_AGENT_API_BASE, "api_base"), (ENV_AGENT_KEY_ENV, "api_key_env")):
+        if env.get(key, "").strip():
+            raw["agent"][name] = env[key].strip()
 
     # The environment overrides the file for the models it names.
     api_base = env.get(ENV_API_BASE) or None

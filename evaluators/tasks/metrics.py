@@ -2,9 +2,10 @@
 
 A trial's calls are compared with the task's expected steps (`ExpectedStep`: a tool and constraints on its
 arguments): where the run first left them (`first_deviation`), and what share of them it met in order
-(`step_pass_rate`). Two more measures need only the calls: error recovery (a failed call of a tool later followed
-by a successful call of the same tool) and redundant calls (a call identical to an earlier one). The runner
-(`factory/tasks/runner.py`) records the calls; nothing here does I/O.
+(`step_pass_rate`), and what share of them it met in any order (`overlap`). Two more measures need only the calls:
+error recovery (a failed call of a tool later followed by a successful call of the same tool) and redundant calls
+(a call identical to an earlier one). The runner (`factory/tasks/runner.py`) records the calls; nothing here does
+I/O.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
 
 from agent_factory.evaluators.tasks.suite import ExpectedStep
 from agent_factory.frozen import Frozen
@@ -61,6 +65,25 @@ def step_pass_rate(calls: Sequence[Call], expected: Sequence[ExpectedStep]) -> f
     return met / len(expected)
 
 
+def overlap(calls: Sequence[Call], expected: Sequence[ExpectedStep]) -> float | None:
+    """The share of expected steps met anywhere in the run, in any order, each by a call of its own; None when
+    none are expected.
+
+    Seed 000 calls the expected steps a reference path the agent need not follow in order, to be used for a step
+    *overlap* analysis; seed 003 scores a run's actions as |expected & actual| / |expected|. So order is left to
+    `step_pass_rate` and `first_deviation`, and this is the order-free share: a maximum matching of calls to the
+    steps they meet (one call meets at most one step, so a call cannot count twice), as a
+    maximum-weight assignment on the call x step "meets" matrix.
+    """
+    if not expected:
+        return None
+    if not calls:
+        return 0.0
+    hits = np.array([[meets(c, step) for step in expected] for c in calls], dtype=float)
+    rows, cols = linear_sum_assignment(hits, maximize=True)
+    return float(hits[rows, cols].sum()) / len(expected)
+
+
 def failed_calls(calls: Sequence[Call]) -> int:
     """How many calls failed."""
     return sum(not c.ok for c in calls)
@@ -89,5 +112,5 @@ def redundant_calls(calls: Sequence[Call]) -> int:
     return count
 
 
-__all__ = ["Call", "error_recovery", "failed_calls", "first_deviation", "meets", "recoveries", "redundant_calls",
-           "step_pass_rate"]
+__all__ = ["Call", "error_recovery", "failed_calls", "first_deviation", "meets", "overlap", "recoveries",
+           "redundant_calls", "step_pass_rate"]

@@ -14,10 +14,16 @@ from pydantic import Field
 
 from agent_factory.frozen import Frozen
 
-DIMENSIONS = ("completion", "step_pass_rate", "state_consistency", "error_recovery", "final_quality")
-"""The per-task dimensions of issue 35 that are one number each (efficiency is the runs' steps, tokens and time).
-A dimension a task's runs cannot measure is None ("not collected"), never 0: an imported benchmark file carries
-only its reward, so it gives completion alone."""
+DIMENSIONS = ("completion", "step_pass_rate", "state_consistency", "error_recovery", "final_quality", "overlap")
+"""The per-task dimensions of issue 35 that are one number each, in [0, 1] (efficiency is the runs' steps, tokens,
+time and redundant calls). A dimension a task's runs cannot measure is None ("not collected"), never 0: an
+imported benchmark file carries only its reward, so it gives completion alone. Their definitions are the pure
+functions that measure them: `metrics.step_pass_rate`, `metrics.overlap`, `metrics.error_recovery`,
+`state.state_consistency`; final quality is a model's checklist on the final answer
+(`factory/tasks/quality.py`)."""
+
+IMPORTED = "an imported benchmark file records its reward only"
+"""Why an imported run (`tasks import`) did not collect each dimension but completion (`TaskRun.not_collected`)."""
 
 
 class TaskRun(Frozen):
@@ -52,6 +58,20 @@ class TaskRun(Frozen):
     consistency, ...); one absent was not collected. An import records none."""
     first_deviation: int | None = Field(default=None, ge=1)
     """The first step (from 1) where this run left the expected steps; None when it did not or none are known."""
+    agent: str | None = None
+    """The agent that ran the trial (the runner's `script:succeed`, a model); None when the source names none (an
+    import). `tasks compare` selects runs by it (`agent=script:succeed`)."""
+    redundant_calls: int | None = Field(default=None, ge=0)
+    """Tool calls identical to an earlier call of the run; None when not counted (an import)."""
+    failed_calls: int | None = Field(default=None, ge=0)
+    """Tool calls that failed; None when not counted (an import). With none failed, error recovery has nothing
+    to measure (its dimension is None) and seed 000's total scores it full."""
+    fault: bool | None = None
+    """Whether the run was ended by a fault (the agent or the sandbox raised: seed 003's "exception"); None when
+    the source does not say (an import)."""
+    not_collected: dict[str, str] = Field(default_factory=dict)
+    """Dimension -> why this run did not measure it, when a reason is known (final quality: "no model
+    configured")."""
 
 
 class TaskSummary(Frozen):
@@ -80,6 +100,15 @@ class TaskSummary(Frozen):
     """Mean tokens per trial, over the trials that record them."""
     seconds: float | None = None
     """Mean seconds per trial, over the trials that record them."""
+    redundant_calls: float | None = None
+    """Mean redundant tool calls per trial (identical to an earlier call), over the trials that count them."""
+    failed_calls: float | None = None
+    """Mean failed tool calls per trial, over the trials that count them."""
+    faults: int | None = None
+    """Trials ended by a fault (the agent or the sandbox raised), over the trials that say; None when none
+    says (an import)."""
+    not_collected: dict[str, str] = Field(default_factory=dict)
+    """Each dimension that is None -> why, as its runs said (the reasons of different runs joined by "; ")."""
 
 
 class TaskReport(Frozen):
@@ -100,4 +129,4 @@ class TaskReport(Frozen):
     """The suites the tasks come from."""
 
 
-__all__ = ["DIMENSIONS", "TaskReport", "TaskRun", "TaskSummary"]
+__all__ = ["DIMENSIONS", "IMPORTED", "TaskReport", "TaskRun", "TaskSummary"]

@@ -64,12 +64,21 @@ def summarise_task(suite: str, task_id: str, runs: Sequence[TaskRun], *, label: 
     dims: dict[str, float | None] = {d: _mean([r.dimensions.get(d) for r in runs]) for d in DIMENSIONS}
     dims["completion"] = c / n if n else None
     deviations = [r.first_deviation for r in runs if r.first_deviation is not None]
+    # Why a dimension is None, as its runs said; a dimension some run measured has a value and needs none.
+    reasons: dict[str, list[str]] = defaultdict(list)
+    for r in runs:
+        for d, why in r.not_collected.items():
+            if dims.get(d) is None and why not in reasons[d]:
+                reasons[d].append(why)
     return TaskSummary(
         id=label, suite=suite, trials=len(runs), labelled=n, successes=c,
         pass_hat={str(k): task_pass_hat(n, c, k) for k in range(1, n + 1)}, dimensions=dims,
         first_deviation=min(deviations, default=None),
         steps=_mean([r.steps for r in runs]), tokens=_mean([r.tokens for r in runs]),
-        seconds=_mean([r.seconds for r in runs]),
+        seconds=_mean([r.seconds for r in runs]), redundant_calls=_mean([r.redundant_calls for r in runs]),
+        failed_calls=_mean([r.failed_calls for r in runs]),
+        faults=None if all(r.fault is None for r in runs) else sum(1 for r in runs if r.fault),
+        not_collected={d: "; ".join(why) for d, why in sorted(reasons.items())},
     )
 
 

@@ -24,6 +24,20 @@ from agent_factory.evaluators.tasks.suite import ReferenceStep, Task
 from agent_factory.frozen import Frozen
 
 
+class Cost(Frozen):
+    """What the model requests behind one decision of a model agent said and cost (a decision that continues a
+    response's earlier tool calls has none: that response was paid for once)."""
+
+    model: str
+    """The model as the response names it."""
+    requests: int = Field(ge=0)
+    """Model requests the decision took (a model asked again after invalid tool arguments takes more than one)."""
+    input_tokens: int = Field(ge=0)
+    output_tokens: int = Field(ge=0)
+    reasoning: str | None = None
+    """The model's reasoning text (thinking), when it gave any."""
+
+
 class ToolCall(Frozen):
     """The agent calls a tool."""
 
@@ -32,6 +46,8 @@ class ToolCall(Frozen):
     args: dict[str, str] = Field(default_factory=dict)
     tokens: int | None = None
     """Tokens the decision cost, when the agent reports them."""
+    cost: Cost | None = None
+    """The model call behind the decision, when a model made it."""
 
 
 class Answer(Frozen):
@@ -41,6 +57,8 @@ class Answer(Frozen):
     text: str
     tokens: int | None = None
     """Tokens the decision cost, when the agent reports them."""
+    cost: Cost | None = None
+    """The model call behind the decision, when a model made it."""
 
 
 class UserMessage(Frozen):
@@ -177,5 +195,5 @@ def scripted_agent(name: str) -> ScriptedAgent:
     return ScriptedAgent(script, SCRIPTS[script])
 
 
-__all__ = ["GAVE_UP", "REFUSAL", "SCRIPTS", "Agent", "Answer", "Event", "History", "ScriptedAgent", "ToolCall",
+__all__ = ["GAVE_UP", "REFUSAL", "SCRIPTS", "Agent", "Answer", "Cost", "Event", "History", "ScriptedAgent", "ToolCall",
            "ToolOutcome", "UserMessage", "scripted_agent"]

@@ -18,7 +18,7 @@ from agent_factory.adapters.chat import TauBenchAdapter
 from agent_factory.adapters.model import Conversation
 from agent_factory.adapters.source import FileSource
 from agent_factory.errors import AgentFactoryError
-from agent_factory.evaluators.tasks.model import TaskRun
+from agent_factory.evaluators.tasks.model import DIMENSIONS, IMPORTED, TaskRun
 from agent_factory.frozen import Frozen
 
 FORMATS = ("tau-bench",)
@@ -77,6 +77,7 @@ def tau_run(conv: Conversation, *, suite: str, source: str, digest: str) -> Task
         reward=value, source=source, source_digest=digest, conversation_id=conv.id,
         steps=sum(1 for t in conv.turns for s in t.spans if s.kind == "tool"), tokens=_tokens(conv),
         seconds=_seconds(conv), ended_by=attrs.get("termination"),
+        not_collected={d: IMPORTED for d in DIMENSIONS if d != "completion"},
     )
 
 

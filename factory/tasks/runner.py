@@ -21,8 +21,10 @@ from pydantic import Field
 from agent_factory.evaluators.tasks import metrics
 from agent_factory.evaluators.tasks.criteria import Row, TaskVerdict, check_task, queries_of
 from agent_factory.evaluators.tasks.model import TaskReport
+from agent_factory.evaluators.tasks.state import state_consistency
 from agent_factory.evaluators.tasks.suite import SandboxSpec, Task, TaskSuite
 from agent_factory.factory.tasks.agents import Agent, Answer, Event, History, ToolCall, ToolOutcome, UserMessage
+from agent_factory.factory.tasks.quality import QualityJudge
 from agent_factory.factory.tasks.sandbox import Sandbox, ToolResult
 from agent_factory.frozen import Frozen
 
@@ -85,6 +87,15 @@ class TrialResult(Frozen):
     redundant_calls: int
     tables_before: dict[str, tuple[Row, ...]] = Field(default_factory=dict)
     tables_after: dict[str, tuple[Row, ...]] = Field(default_factory=dict)
+    overlap: float | None = None
+    """Share of the expected steps met anywhere in the run (`metrics.overlap`); None when none are expected."""
+    state_consistency: float | None = None
+    """Share of the state checks that hold at the end (`state.state_consistency`); None when the task has no
+    state criterion or the sandbox could not be read."""
+    final_quality: float | None = None
+    """The judge's checklist on the final answer (`quality.QualityJudge`); None when not collected."""
+    not_collected: dict[str, str] = Field(default_factory=dict)
+    """Dimension -> why it is None, when a reason is known (final quality: "no model configured")."""
 
     @property
     def seconds(self) -> float:
@@ -172,13 +183,16 @@ class _Trial:
 
 
 def run_trial(suite: TaskSuite, task: Task, agent: Agent, trial: int, *, clock: Clock = time.time_ns,
-              sandbox: Callable[[SandboxSpec], Sandbox] = Sandbox) -> TrialResult:
-    """One trial of `task` from a fresh sandbox (`sandbox` builds it: tests pass a faulty one)."""
+              sandbox: Callable[[SandboxSpec], Sandbox] = Sandbox, judge: QualityJudge | None = None
+              ) -> TrialResult:
+    """One trial of `task` from a fresh sandbox (`sandbox` builds it: tests pass a faulty one); `judge` judges
+    its final answer (None: final quality is not collected, "no model configured")."""
     run = _Trial(task, clock)
     start = clock()
     verdict: TaskVerdict | None = None
     before: dict[str, tuple[Row, ...]] = {}
     after: dict[str, tuple[Row, ...]] = {}
+    consistency: float | None = None
     try:
         box = sandbox(suite.sandbox)
     except Exception as e:  # noqa: BLE001 - a sandbox that cannot be built ends its trial, never the run
@@ -190,7 +204,9 @@ def run_trial(suite: TaskSuite, task: Task, agent: Agent, trial: int, *, clock: 
             ended_by, reason = run.play(agent, box.tools(task.tools))
             state = box.snapshot(run.answers[-1] if run.answers else None, queries_of(task))
             verdict, after = check_task(task, state), state.tables
+            consistency = state_consistency(task, state, suite.sandbox.files)
     calls = [metrics.Call(tool=c.tool, args=c.args, ok=c.ok) for c in run.calls]
+    quality = (judge or QualityJudge(None))(task, run.answers)
     return TrialResult(
         suite=suite.name, task_id=task.id, trial=trial, agent=agent.name, ended_by=ended_by, reason=reason,
         answers=tuple(run.answers), decisions=tuple(run.decisions), calls=tuple(run.calls), verdict=verdict,
@@ -200,18 +216,21 @@ def run_trial(suite: TaskSuite, task: Task, agent: Agent, trial: int, *, clock: 
         step_pass_rate=metrics.step_pass_rate(calls, task.expected_steps),
         error_recovery=metrics.error_recovery(calls), recoveries=metrics.recoveries(calls),
         failed_calls=metrics.failed_calls(calls), redundant_calls=metrics.redundant_calls(calls),
-        tables_before=before, tables_after=after,
+        tables_before=before, tables_after=after, overlap=metrics.overlap(calls, task.expected_steps),
+        state_consistency=consistency, final_quality=quality.value,
+        not_collected={} if quality.value is not None else {"final_quality": quality.reason},
     )
 
 
 def run_suite(suite: TaskSuite, agent: Agent, *, trials: int, tasks: Sequence[str] | None = None,
-              clock: Clock = time.time_ns, sandbox: Callable[[SandboxSpec], Sandbox] = Sandbox
-              ) -> list[TrialResult]:
-    """Every task (or those named) for `trials` trials each, each trial from a fresh sandbox; task by task."""
+              clock: Clock = time.time_ns, sandbox: Callable[[SandboxSpec], Sandbox] = Sandbox,
+              judge: QualityJudge | None = None) -> list[TrialResult]:
+    """Every task (or those named) for `trials` trials each, each trial from a fresh sandbox; task by task;
+    `judge` judges each trial's final answer (`run_trial`)."""
     if trials < 1:
         raise ValueError(f"trials must be at least 1, got {trials}")
     chosen = suite.tasks if tasks is None else tuple(suite.task(t) for t in tasks)
-    return [run_trial(suite, task, agent, trial, clock=clock, sandbox=sandbox)
+    return [run_trial(suite, task, agent, trial, clock=clock, sandbox=sandbox, judge=judge)
             for task in chosen for trial in range(trials)]
 
 

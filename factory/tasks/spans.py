@@ -17,7 +17,7 @@ from typing import Any
 
 from agent_factory.adapters.otel.values import encode_attributes
 from agent_factory.evaluators.tasks.model import TaskRun
-from agent_factory.factory.tasks.agents import Answer
+from agent_factory.factory.tasks.agents import Answer, ToolCall
 from agent_factory.factory.tasks.runner import CallRecord, Decision, TrialResult
 
 SERVICE = "agent-factory-tasks"
@@ -49,23 +49,44 @@ def _span(r: TrialResult, index: int, name: str, start: int, end: int, attrs: di
     }
 
 
-def _output_message(d: Decision) -> str:
+def _call_id(step: int) -> str:
+    """The id of the trial's `step`-th tool call: on the model call's tool-call part and on the tool span that
+    executed it, so the adapter pairs them (a call without a tool span, one the step limit refused, stays a call
+    nobody executed)."""
+    return f"call-{step}"
+
+
+def _output_message(d: Decision, step: int) -> str:
+    cost = d.action.cost
+    parts: list[dict[str, Any]] = [{"type": "reasoning", "content": cost.reasoning}] if cost and cost.reasoning else []
     if isinstance(d.action, Answer):
-        parts: list[dict[str, Any]] = [{"type": "text", "content": d.action.text}]
+        parts.append({"type": "text", "content": d.action.text})
     else:
-        parts = [{"type": "tool_call", "name": d.action.tool, "arguments": d.action.args}]
+        parts.append({"type": "tool_call", "id": _call_id(step), "name": d.action.tool,
+                      "arguments": d.action.args})
     return json.dumps([{"role": "assistant", "parts": parts}])
 
 
+def _usage(d: Decision) -> dict[str, object]:
+    """The decision's model, tokens and requests: a model agent's response as it gave them; a scripted agent's
+    claimed tokens as output tokens (it called no model)."""
+    cost = d.action.cost
+    if cost is None:
+        return {"gen_ai.response.model": None, "gen_ai.usage.output_tokens": d.action.tokens}
+    return {"gen_ai.response.model": cost.model, "gen_ai.usage.input_tokens": cost.input_tokens,
+            "gen_ai.usage.output_tokens": cost.output_tokens, "task.model_requests": cost.requests}
+
+
 def _decision_spans(r: TrialResult, inputs: Sequence[str], first: int) -> list[dict[str, Any]]:
-    spans, turn = [], 0
+    spans, turn, step = [], 0, 0
     for i, d in enumerate(r.decisions):
+        step += isinstance(d.action, ToolCall)
         # The user's message the decision answers or works on: the multi-turn task's current turn.
         user = inputs[min(turn, len(inputs) - 1)]
         spans.append(_span(r, first + i, f"chat {r.agent}", d.start_ns, d.end_ns, {
             "gen_ai.operation.name": "chat", "gen_ai.request.model": r.agent, "gen_ai.response.model": r.agent,
             "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": user}]}]),
-            "gen_ai.output.messages": _output_message(d), "gen_ai.usage.output_tokens": d.action.tokens,
+            "gen_ai.output.messages": _output_message(d, step), **{k: v for k, v in _usage(d).items() if v is not None},
         }, None))
         turn += isinstance(d.action, Answer)
     return spans
@@ -74,7 +95,7 @@ def _decision_spans(r: TrialResult, inputs: Sequence[str], first: int) -> list[d
 def _tool_span(r: TrialResult, index: int, c: CallRecord) -> dict[str, Any]:
     return _span(r, index, f"execute_tool {c.tool}", c.start_ns, c.end_ns, {
         "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": c.tool,
-        "gen_ai.tool.call.id": f"call-{c.step}", "gen_ai.tool.call.arguments": json.dumps(c.args),
+        "gen_ai.tool.call.id": _call_id(c.step), "gen_ai.tool.call.arguments": json.dumps(c.args),
         "gen_ai.tool.call.result": c.output if c.ok else c.error, "task.step": c.step,
     }, c.error)
 
@@ -109,12 +130,15 @@ def otlp_document(results: Sequence[TrialResult], inputs: dict[str, Sequence[str
 def task_run(r: TrialResult, *, source: str, digest: str) -> TaskRun:
     """The trial as the store's task run, in the store as the conversation its trace became (`source`, `digest`:
     the OTLP file it was ingested from). Dimensions it did not measure are left out (not collected)."""
-    measured = {"step_pass_rate": r.step_pass_rate, "error_recovery": r.error_recovery}
+    measured = {"step_pass_rate": r.step_pass_rate, "error_recovery": r.error_recovery, "overlap": r.overlap,
+                "state_consistency": r.state_consistency, "final_quality": r.final_quality}
     return TaskRun(suite=r.suite, task_id=r.task_id, trial=str(r.trial), success=r.success, source=source,
                    source_digest=digest, conversation_id=conversation_id(r), steps=r.steps, tokens=r.tokens,
                    seconds=r.seconds, ended_by=r.ended_by,
                    dimensions={k: v for k, v in measured.items() if v is not None},
-                   first_deviation=r.first_deviation)
+                   first_deviation=r.first_deviation, agent=r.agent, redundant_calls=r.redundant_calls,
+                   failed_calls=r.failed_calls, fault=r.ended_by in ("agent_error", "sandbox_error"),
+                   not_collected=dict(r.not_collected))
 
 
 __all__ = ["SERVICE", "conversation_id", "otlp_document", "task_run", "trace_id", "trial_spans"]

@@ -144,3 +144,116 @@ def test_missing_file_and_empty_store_say_what(tmp_path: Path) -> None:
     res = cli("tasks", "report", "--store", str(store))
     assert res.code == 1 and "no store here yet" in res.err
     assert cli("tasks", "import", "x.json", "--format", "mast").code == 2
+
+
+# ---- tasks compare and the composites -----------------------------------------------------------------------
+
+SALES = Path(__file__).resolve().parents[2] / "specs" / "tasks" / "sales_report.yaml"
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The shipped suite run with script:succeed and script:fail-midway (2 trials each) into one store, and with
+    script:succeed into a second store: (the first store, the second)."""
+    root = tmp_path_factory.mktemp("compare")
+    one, two = root / "one" / "s.duckdb", root / "two" / "s.duckdb"
+    for store, agent in ((one, "script:succeed"), (one, "script:fail-midway"), (two, "script:succeed")):
+        res = cli("tasks", "run", str(SALES), "--agent", agent, "--trials", "2", "--store", str(store), "--json")
+        assert res.code == 0, res.err
+    return one, two
+
+
+def test_compare_a_candidate_failing_midway_is_below_with_exit_4(compared: tuple[Path, Path]) -> None:
+    one, _ = compared
+    args = ("tasks", "compare", "--baseline", "agent=script:succeed", "--candidate", "agent=script:fail-midway",
+            "--store", str(one))
+    res = cli(*args, "--json")
+    assert res.code == 4, res.err
+    cmp = res.json()
+    assert (cmp["baseline"]["completion"], cmp["candidate"]["completion"], cmp["mean_change"]) == (1.0, 0.0, -1.0)
+    assert (cmp["baseline"]["runs"], cmp["candidate"]["runs"]) == (14, 14)
+    # Seven tasks, every one lost: the most extreme of 2^7 equally likely sign patterns.
+    assert cmp["test"]["p_value"] == pytest.approx(1 / 2 ** 7) and cmp["below"] is True
+    assert len(cmp["tasks"]) == 7
+    assert all(t["change"] == -1.0 and t["baseline"]["successes"] == 2 and t["candidate"]["successes"] == 0
+               for t in cmp["tasks"])
+    text = cli(*args)
+    assert text.code == 4, text.err
+    assert "verdict: BELOW the baseline (exit 4)" in text.out
+    assert "count_march_orders" in text.out and "next:" in text.out
+    assert max(len(line) for line in text.out.splitlines()) <= 100
+
+
+def test_compare_succeed_against_succeed_is_not_below(compared: tuple[Path, Path]) -> None:
+    one, two = compared
+    for strict in ((), ("--strict",)):
+        # The baseline a store file (all its runs), the candidate a selector on --store.
+        res = cli("tasks", "compare", "--baseline", str(two), "--candidate", "agent=script:succeed", "--store",
+                  str(one), "--json", *strict)
+        assert res.code == 0, res.err
+        cmp = res.json()
+        assert (cmp["mean_change"], cmp["below"], cmp["test"]["method"], cmp["test"]["changed"]) == (
+            0.0, False, "none", 0)
+        assert cmp["baseline"]["name"] == str(two) and cmp["strict"] == bool(strict)
+    text = cli("tasks", "compare", "--baseline", str(two), "--candidate", "agent=script:succeed", "--store", str(one))
+    assert text.code == 0 and "not below the baseline" in text.out and "(no task changed)" in text.out
+
+
+def test_compare_bad_sides_fail_in_one_line(compared: tuple[Path, Path]) -> None:
+    one, _ = compared
+    res = cli("tasks", "compare", "--baseline", "agent=script:succeed", "--candidate", "agent=script:nope",
+              "--store", str(one))
+    assert res.code == 1
+    (line,) = res.err.strip().splitlines()
+    assert "--candidate agent=script:nope: selects no task run" in line and "script:fail-midway" in line, line
+    res = cli("tasks", "compare", "--baseline", "model=x", "--candidate", "agent=script:succeed", "--store", str(one))
+    assert res.code == 1 and "one of suite, agent, source, trial" in res.err
+    res = cli("tasks", "compare", "--baseline", "nowhere.duckdb", "--candidate", "agent=script:succeed",
+              "--store", str(one))
+    assert res.code == 1 and "neither a store file nor a selector" in res.err
+    assert cli("tasks", "compare", "--baseline", "agent=script:succeed", "--store", str(one)).code == 2
+    assert cli("tasks", "compare", "--baseline", "agent=script:succeed", "--candidate", "agent=script:succeed",
+               "--alpha", "1.5", "--store", str(one)).code == 2
+
+
+def test_report_composite_only_on_request(compared: tuple[Path, Path]) -> None:
+    _, two = compared
+    plain = cli("tasks", "report", "--store", str(two), "--json")
+    assert plain.code == 0 and "composite" not in plain.json()
+    res = cli("tasks", "report", "--store", str(two), "--json", "--composite", "gated-total")
+    assert res.code == 0, res.err
+    comp = res.json()["composite"]
+    assert comp["name"] == "gated-total" and comp["label"].startswith("view: ")
+    # No model is configured, so final quality is not collected: the composite is null, with the reason.
+    assert comp["value"] is None
+    assert any(m.startswith("final_quality: not collected for 7 of 7 task(s)") for m in comp["missing"])
+    # script:succeed plays every reference: success, process (overlap), stability and efficiency all full.
+    text = cli("tasks", "report", "--store", str(two), "--composite", "intelligence-index")
+    assert text.code == 0 and "view (composite, on request)" in text.out and "intelligence-index: 100.0" in text.out
+    assert max(len(line) for line in text.out.splitlines()) <= 100
+    bad = cli("tasks", "report", "--store", str(two), "--composite", "overall")
+    assert bad.code == 1 and "gated-total, intelligence-index" in bad.err
+
+
+@pytest.mark.realdata
+def test_compare_tau_trials_against_trials_of_the_same_agent(tau: tuple[Path, Path, Res]) -> None:
+    """Trials 0-1 against trials 2-3 of the same gpt-4o runs: per-task completions as the raw file gives them, the
+    p value as scipy's enumeration of every sign flip gives it, and no verdict of a fall."""
+    from scipy.stats import PermutationMethod, wilcoxon
+
+    src, store, imported = tau
+    assert imported.code == 0, imported.err
+    res = cli("tasks", "compare", "--baseline", "trial=0,1", "--candidate", "trial=2,3", "--store", str(store),
+              "--json")
+    assert res.code == 0, res.err
+    cmp = res.json()
+    wins: dict[str, list[list[bool]]] = defaultdict(lambda: [[], []])
+    for rec in json.loads(src.read_text()):
+        wins[str(rec["task_id"])][rec["trial"] >= 2].append(rec["reward"] == 1)
+    expected = {t: sum(after) / len(after) - sum(before) / len(before) for t, (before, after) in wins.items()}
+    assert {t["id"]: t["change"] for t in cmp["tasks"]} == pytest.approx(expected)
+    assert cmp["test"]["tasks"] == 32 and cmp["mean_change"] == pytest.approx(sum(expected.values()) / 32)
+    d = [v for v in expected.values() if v != 0]
+    lib = wilcoxon(d, alternative="less", method=PermutationMethod(n_resamples=2 ** len(d)))
+    assert cmp["test"]["p_value"] == pytest.approx(float(lib.pvalue), abs=1e-12)
+    assert cmp["below"] is False

@@ -85,6 +85,8 @@ class Reply:
     tool_calls: tuple[ToolCallReply, ...] = ()
     finish_reason: str | None = None
     usage: tuple[int, int] | None = None
+    reasoning: str | None = None
+    """Sent as the message's ``reasoning_content``, as reasoning models' OpenAI-compatible servers do."""
 
 
 @dataclass(frozen=True)
@@ -486,6 +488,8 @@ class FakeOpenAIServer:
 def _scripted_message(record: CallRecord, reply: Reply) -> dict[str, Any]:
     """The assistant message a Reply scripts; tool calls without an id get call_fake_<call>_<n>."""
     message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning is not None:
+        message["reasoning_content"] = reply.reasoning
     if reply.tool_calls:
         message["tool_calls"] = [
             {"id": call.id or f"call_fake_{record.index:06d}_{n}", "type": "function",

@@ -79,7 +79,9 @@ def count_chart(labels_counts: Sequence[tuple[str, float]], *, x_title: str) -> 
     labels = [label for label, _ in labels_counts]
     data = _data([{"label": label, "count": c} for label, c in labels_counts])
     chart = alt.Chart(data).mark_bar(color="#3b6ea8").encode(
-        x=alt.X("count:Q", title=x_title), y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=260)),
+        # Counts are whole: no tick at 0.5 of a run.
+        x=alt.X("count:Q", title=x_title, axis=alt.Axis(tickMinStep=1)),
+        y=alt.Y("label:N", sort=labels, title=None, axis=alt.Axis(labelLimit=260)),
         tooltip=[alt.Tooltip("label:N", title="what"), alt.Tooltip("count:Q", title="count", format=",")],
     ).properties(width=WIDTH, height=max(60, ROW_HEIGHT * len(labels)))
     return _spec(chart)

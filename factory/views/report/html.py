@@ -26,7 +26,7 @@ h2{font-size:18px;margin:14px 0 4px}h3{font-size:15px;margin:16px 0 4px}.intro,.
 .absent{background:#fff6e0;border-left:4px solid #d9a400;padding:8px 12px;margin:10px 0}
 table{border-collapse:collapse;margin:8px 0;font-size:12.5px;width:100%}
 th,td{border-bottom:1px solid #e4e8ed;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f0f3f6}td.n{white-space:nowrap}.chart{margin:8px 0}
+th{background:#f0f3f6}td.n{white-space:nowrap}.chart{margin:8px 0}.block{overflow-x:auto}
 .quotes{margin:6px 0}.quote{background:#f4f4f0;border-left:3px solid #8a9aa9;margin:6px 0;padding:6px 10px;
 white-space:pre-wrap;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
 .quote .who{display:block;color:#5d6b78;font-family:system-ui,sans-serif;font-size:11.5px}

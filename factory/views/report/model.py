@@ -14,6 +14,7 @@ from agent_factory.evaluators.audit.model import AuditReport, Correction
 from agent_factory.evaluators.core.present import units_of
 from agent_factory.evaluators.findings import Association
 from agent_factory.evaluators.gate.model import CalibrationReport, GateReport
+from agent_factory.evaluators.tasks.model import TaskRun
 from agent_factory.factory.views.results import ResultRow, StoreFacts
 from agent_factory.frozen import Frozen
 
@@ -75,6 +76,8 @@ class ReportData(Frozen):
     """The latest gate run recorded in the store (the Gate section); None before any."""
     calibration: CalibrationReport | None = None
     """The calibration that gate run used, else the latest stored; None before any."""
+    task_runs: tuple[TaskRun, ...] = ()
+    """Every stored task run (the Tasks section); none in a store without task runs."""
 
 
 class Table(Frozen):

@@ -21,6 +21,7 @@ from agent_factory.factory.store.audit import latest_audit, read_corrections
 from agent_factory.factory.store.gate import latest_calibration, latest_gate, read_calibration
 from agent_factory.factory.store.lookup import evidence, field_text
 from agent_factory.factory.store.results import per_unit_counts, per_unit_findings
+from agent_factory.factory.store.tasks import read_task_runs
 from agent_factory.factory.views.findings import read_findings
 from agent_factory.factory.views.report.flags import layer_cells
 from agent_factory.factory.views.report.model import Quote, ReportData
@@ -84,7 +85,7 @@ def read_quotes(store: Store, redactor: Redactor, *, per_finding: int = QUOTES_P
 def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redactor | None = None) -> ReportData:
     """What the report shows, read from the open `store`: with `flags`, the layer table and the outcome
     associations they give (through `factory.views.findings`); quotes only when a redactor is given; the latest
-    audit, the corrections log, the latest gate run and its calibration when the store has them."""
+    audit, the corrections log, the latest gate run and its calibration, and the task runs when the store has them."""
     facts = read_facts(store)
     rows = read_rows(store, redactor)
     per_unit = read_per_unit(store)
@@ -99,4 +100,4 @@ def read_report(store: Store, *, flags: Sequence[FlagSpec] = (), redactor: Redac
     used = read_calibration(store, gate.calibration.key) if gate is not None and gate.calibration else None
     return ReportData(facts=facts, rows=rows, per_unit=per_unit, quotes=quotes, layer_table=cells, associations=assoc,
                       audit=latest_audit(store), corrections_log=tuple(read_corrections(store)), gate=gate,
-                      calibration=used or latest_calibration(store))
+                      calibration=used or latest_calibration(store), task_runs=tuple(read_task_runs(store)))

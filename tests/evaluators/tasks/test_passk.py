@@ -112,3 +112,22 @@ def test_measured_dimensions_average_over_runs_and_the_first_deviation_is_the_ea
     assert task.dimensions["completion"] == pytest.approx(2 / 3)  # the labels', not a run's own claim
     assert task.dimensions["error_recovery"] is None
     assert task.first_deviation == 3
+
+
+def test_redundant_calls_average_and_reasons_name_what_was_not_collected() -> None:
+    no_model = {"final_quality": "no model configured"}
+    runs = [run("t", 0, True).model_copy(update={"redundant_calls": 3, "not_collected": no_model}),
+            run("t", 1, False).model_copy(update={"redundant_calls": 0, "not_collected": no_model}),
+            run("t", 2, False)]  # an import's run: not counted
+    task = task_report(runs).tasks[0]
+    assert task.redundant_calls == 1.5
+    assert task.dimensions["final_quality"] is None
+    assert task.not_collected == {"final_quality": "no model configured"}
+    # A dimension one run measured has a value, and so no reason; different reasons are all kept.
+    judged = run("u", 0, True).model_copy(update={"dimensions": {"final_quality": 0.75}})
+    failed = run("u", 1, True).model_copy(update={"not_collected": {"final_quality": "m: budget exhausted"}})
+    mixed = run("v", 0, True).model_copy(update={"not_collected": {"final_quality": "no final answer to judge"}})
+    by_id = {t.id: t for t in task_report([judged, failed, mixed, failed.model_copy(update={"task_id": "v"})]).tasks}
+    assert (by_id["u"].dimensions["final_quality"], by_id["u"].not_collected) == (0.75, {})
+    assert by_id["v"].not_collected == {"final_quality": "no final answer to judge; m: budget exhausted"}
+    assert task_report([run("w", 0, True)]).tasks[0].redundant_calls is None
