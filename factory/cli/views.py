@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, cast
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -19,11 +19,15 @@ from agent_factory.factory.cli.base import (
     StoreOpt,
     app,
     emit_json,
+    err,
     fail,
     out,
     print_lines,
 )
 from agent_factory.factory.project import DEFAULT_STORE, open_project
+
+if TYPE_CHECKING:
+    from agent_factory.factory.views.export import Format
 
 
 @app.command()
@@ -117,18 +121,25 @@ class FormatChoice(str, Enum):
     csv = "csv"
     jsonl = "jsonl"
     parquet = "parquet"
+    otlp_json = "otlp-json"
 
 
 @app.command()
 def export(
-    level: Annotated[LevelChoice, typer.Option("--level", help="The units of the rows.", show_choices=True)],
+    level: Annotated[
+        LevelChoice | None,
+        typer.Option("--level", help="The units of the rows (required for csv, jsonl and parquet; not for "
+                     "otlp-json, which writes every stored trace).", show_choices=True),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[
         FormatChoice | None,
-        typer.Option("--format", help="File format (default: from --out's suffix, else csv)."),
+        typer.Option("--format", help="File format (default: from --out's suffix, else csv); otlp-json: the "
+                     "stored traces as one OTLP/JSON document, which `ingest` reads back as the same traces."),
     ] = None,
     out_file: Annotated[
-        Path | None, typer.Option("--out", help="The file to write (default: export-<level>.<format>).")
+        Path | None, typer.Option("--out", help="The file to write (default: export-<level>.<format>, "
+                                  "export-traces.otlp.json for otlp-json).")
     ] = None,
     suite: ReadSuiteOpt = None,
     pack: ReadPackOpt = None,
@@ -138,13 +149,22 @@ def export(
     """Write one row per unit of a level: its ids, every per-unit datum and result of its layer, the outcome
     events joined to it, and the number of flags raised on it (total and per component). The columns are
     documented in the README ("Export columns"). Text from traces (ids included) is redacted; a csv has
-    spreadsheet formulas neutralised."""
+    spreadsheet formulas neutralised. With `--format otlp-json`, the stored traces instead (docs/export.md)."""
     from agent_factory.evaluators.findings import LEVELS
 
+    if fmt is FormatChoice.otlp_json:
+        if level is not None:
+            err.print("error: --level does not apply to --format otlp-json (it writes every stored trace)",
+                      markup=False, soft_wrap=True)
+            raise typer.Exit(2)
+        _export_otlp(store, out_file, suite, pack, config, as_json)
+        return
+    if level is None:
+        raise typer.BadParameter("required for csv, jsonl and parquet", param_hint="'--level'")
     lv = LEVELS[list(LevelChoice).index(level)]  # the same names, typed as the findings' Level
     try:
         with open_project(store=store, suite=suite, pack=pack, config=config, unapproved=True) as p:
-            summary = p.export(lv, out=out_file, fmt=fmt.value if fmt is not None else None)
+            summary = p.export(lv, out=out_file, fmt=cast("Format | None", fmt.value if fmt is not None else None))
     except AgentFactoryError as e:
         raise fail(e) from e
     if as_json:
@@ -152,6 +172,26 @@ def export(
         return
     out.print(f"wrote {summary.out}: {summary.rows} {lv} rows x {summary.columns} columns ({summary.format})",
               soft_wrap=True)
+
+
+def _export_otlp(store: Path, out_file: Path | None, suite: Path | None, pack: str | None, config: Path | None,
+                 as_json: bool) -> None:
+    """`export --format otlp-json`: the store's traces as one OTLP/JSON document, redacted."""
+    from agent_factory.factory.views.export import default_otlp_out, export_otlp
+
+    try:
+        with open_project(store=store, suite=suite, pack=pack, config=config, unapproved=True) as p:
+            if not p.store_path.exists():
+                raise AgentFactoryError(f"{p.store_path}: no store here yet; run `agent-factory ingest PATH` first")
+            written = export_otlp(p.store(), out_file or default_otlp_out(), p.redactor)
+    except AgentFactoryError as e:
+        raise fail(e) from e
+    if as_json:
+        emit_json(written.model_dump(mode="json"))
+        return
+    lost = ", ".join(f"{k} {n}" for k, n in written.not_carried.items())
+    out.print(f"wrote {written.out}: {written.conversations} conversations, {written.turns} turns, {written.spans} "
+              f"spans ({written.format})" + (f"; not carried: {lost}" if lost else ""), soft_wrap=True)
 
 
 @app.command()

@@ -11,6 +11,10 @@ id may be an email, a fact may quote the trace), and a csv neutralises spreadshe
 a text cell starting with `=`, `+`, `-`, `@`, a tab or a carriage return gets a leading `'`, OWASP's rule;
 numbers stay numbers).
 
+`--format otlp-json` writes the stored traces instead (`export_otlp`): every turn's spans as one OTLP/JSON
+`ExportTraceServiceRequest` (`adapters.otel.encode`), which the project's OTLP adapter reads back as the same
+conversations, turns and spans; every text, attribute key and id passes the same redactor first.
+
 Column families, in this order (the README's "Export columns" documents each): ids (`unit_id`,
 `conversation_id`, `user_id`, then `turn_index` for turns and spans, `turn_id` for spans), `analysed`, data values
 (`<item>`), data facts (`fact.<item>`), per-unit results (`<component>.<metric>`), outcomes (`outcome.<kind>`)
@@ -24,14 +28,16 @@ import json
 import os
 import re
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from agent_factory.adapters.model import OutcomeEvent
+from agent_factory.adapters.model import OutcomeEvent, Turn
+from agent_factory.adapters.otel.encode import encode_turn
 from agent_factory.errors import AgentFactoryError
 from agent_factory.evaluators.collect.redact import Redactor, redact_text
 from agent_factory.evaluators.core.flags import FlagSpec
@@ -337,3 +343,66 @@ def write_table(table: pa.Table, out: Path, fmt: Format) -> None:
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+# --- the stored traces as OTLP/JSON -----------------------------------------------------------------------------
+
+class OtlpExportSummary(Frozen):
+    """What `export --format otlp-json` wrote (its `--json`)."""
+
+    out: str
+    format: Literal["otlp-json"] = "otlp-json"
+    conversations: int
+    turns: int
+    """Turns written, of every traffic segment."""
+    spans: int
+    derived: int
+    """Tool spans left out because the reader derives them again from their model call's output."""
+    not_carried: dict[str, int]
+    """Per field, the units whose value the OTLP reader will not give back as stored (`adapters.otel.encode`:
+    ids of a non-OTel source, a duration given without times, ...); empty for traces that came in as OTel."""
+
+
+def default_otlp_out() -> Path:
+    """`export-traces.otlp.json` in the working directory."""
+    return Path("export-traces.otlp.json")
+
+
+def export_otlp(store: Store, out: Path, redactor: Redactor) -> OtlpExportSummary:
+    """Write the store's turns, of every traffic segment, in conversation order, to `out` as one OTLP/JSON
+    document, every text redacted (`write_otlp`)."""
+    if not (summary := write_otlp(store.iter_turns(segment=None), out, redactor)).turns:
+        raise AgentFactoryError(f"{store.path}: no traces yet; run `agent-factory ingest PATH` first")
+    return summary
+
+
+def write_otlp(turns: Iterable[Turn], out: Path, redactor: Redactor) -> OtlpExportSummary:
+    """Write `turns` to `out` as one OTLP/JSON document, every text redacted, streamed one turn at a time
+    through a temporary file beside `out` (no half-written export is left; nothing is written for no turns)."""
+    text = lru_cache(maxsize=512)(lambda v: redact_text(v, redactor))  # a prompt repeats on every model call
+    conversations: set[str] = set()
+    n_turns = n_spans = derived = blocks = 0
+    lost: dict[str, int] = defaultdict(int)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            f.write('{"resourceSpans":[')
+            for turn in turns:
+                encoded = encode_turn(turn, text)
+                for block in encoded.blocks:
+                    f.write(("," if blocks else "") + json.dumps(block, ensure_ascii=False, separators=(",", ":")))
+                    blocks += 1
+                n_turns, n_spans, derived = n_turns + 1, n_spans + encoded.spans, derived + encoded.derived
+                conversations.add(turn.conversation_id)
+                for field, n in encoded.lost.items():
+                    lost[field] += n
+            f.write("]}\n")
+        if n_turns:
+            os.replace(tmp, out)
+    except OSError as e:
+        raise AgentFactoryError(f"{e.filename or out}: cannot write the export ({e.strerror})") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    return OtlpExportSummary(out=str(out), conversations=len(conversations), turns=n_turns, spans=n_spans,
+                             derived=derived, not_carried=dict(sorted(lost.items())))
