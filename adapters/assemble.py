@@ -16,6 +16,7 @@ from typing import Any
 
 from agent_factory.adapters.base import Quarantine
 from agent_factory.adapters.model import DeliveryState, Span, Turn
+from agent_factory.adapters.otel.attributes import SESSION_KEYS
 from agent_factory.adapters.otel.messages import (
     indexed_messages,
     last_user_text,
@@ -27,8 +28,6 @@ from agent_factory.adapters.otel.messages import (
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 from agent_factory.digest import digest
 
-SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
-"""Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
 USER_KEYS = ("user.id", "enduser.id", "gen_ai.user.id", "ai.telemetry.metadata.userId")
 """Span attributes that carry the end user's id."""
 MODE_KEYS = ("agent.mode", "gen_ai.agent.mode", "mode")

@@ -20,7 +20,6 @@ from agent_factory.adapters.assemble import (
     LLM_OUTPUT,
     REQUEST_SOURCE,
     REQUEST_SPAN,
-    SESSION_KEYS,
     USER_KEYS,
     delivery_of,
     first_attr,
@@ -28,6 +27,7 @@ from agent_factory.adapters.assemble import (
     turn_attributes,
 )
 from agent_factory.adapters.model import Span, Turn
+from agent_factory.adapters.otel.attributes import SESSION_KEYS
 from agent_factory.adapters.otel.messages import model_messages, reply_text
 from agent_factory.adapters.otel.toolcalls import attach_tool_calls
 from agent_factory.digest import stable_id

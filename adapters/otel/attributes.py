@@ -61,6 +61,8 @@ so a turn counts its tokens once (adapters.assemble.turn_usage)."""
 MODEL_KEYS = ("llm.model_name", "gen_ai.response.model", "ai.response.model", "gen_ai.request.model", "ai.model.id",
               "embedding.model_name")
 """Model name keys, most specific first (the model that answered before the one that was asked for)."""
+SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "conversation.id", "ai.telemetry.metadata.sessionId")
+"""Span attributes that carry the conversation (session) id, first found wins (OpenInference, OTel GenAI)."""
 
 _WORD = re.compile(r"[a-z]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")

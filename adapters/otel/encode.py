@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from agent_factory.adapters.assemble import INDEX_KEYS, SESSION_KEYS, USER_KEYS, first_attr, roots_first
+from agent_factory.adapters.assemble import INDEX_KEYS, USER_KEYS, first_attr, roots_first
 from agent_factory.adapters.calls import CALL_GROUP
 from agent_factory.adapters.model import Span, SpanKind, TokenUsage, Turn
-from agent_factory.adapters.otel.attributes import exception_message, map_attributes
+from agent_factory.adapters.otel.attributes import SESSION_KEYS, exception_message, map_attributes
 from agent_factory.adapters.otel.timeutil import from_unix_nanos, millis_between
 from agent_factory.adapters.otel.toolcalls import DERIVED
 from agent_factory.adapters.otel.values import encode_any_value

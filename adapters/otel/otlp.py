@@ -16,7 +16,8 @@ from typing import Any
 from agent_factory.adapters.base import AdapterItem, LineItems, Quarantine, read_head
 from agent_factory.adapters.jsonguard import BoundedJson
 from agent_factory.adapters.jsonio import iter_json_lines, limit_record, marked, open_document
-from agent_factory.adapters.model import Span
+from agent_factory.adapters.model import OutcomeEvent, Span
+from agent_factory.adapters.otel.attributes import SESSION_KEYS
 from agent_factory.adapters.otel.spanbuild import (
     BadField,
     SpanParts,
@@ -113,6 +114,33 @@ def otlp_span(raw: Any, *, resource: Mapping[str, Any], scope: _Scope, source: s
         return quarantine(source, location, e)
 
 
+TASK_OUTCOME_KEYS = ("task.success", "task.id", "task.trial", "task.suite")
+"""Root-span attributes by which a trace says it is one trial of a task and whether the trial succeeded (the task
+runner's traces, `factory/tasks/spans.py`): read as the conversation's `task_success` outcome, so Trajectory and
+Results see how the task went instead of an open session."""
+
+
+def task_outcome(span: Span) -> OutcomeEvent | None:
+    """The `task_success` outcome a root span states (`task.success`, a boolean, and the trace's session id), else
+    None. Its attributes keep the task, trial and suite."""
+    success = span.attributes.get("task.success")
+    if span.parent_id is not None or not isinstance(success, bool):
+        return None
+    conversation = next((v for k in SESSION_KEYS if isinstance(v := span.attributes.get(k), str) and v), None)
+    if conversation is None:
+        return None
+    extra = {k.removeprefix("task."): span.attributes[k] for k in TASK_OUTCOME_KEYS[1:] if k in span.attributes}
+    return OutcomeEvent(id=f"{conversation}/task_success", kind="task_success", conversation_id=conversation,
+                        time=span.end, value=success, attributes=extra)
+
+
+def _with_outcome(item: Span | Quarantine) -> Iterator[AdapterItem]:
+    """The span, then the task outcome it states, if any."""
+    yield item
+    if isinstance(item, Span) and (event := task_outcome(item)) is not None:
+        yield event
+
+
 def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]:
     """The spans of one export request already in memory (one JSON line)."""
     blocks = obj.get("resourceSpans") if isinstance(obj, dict) else None
@@ -142,7 +170,8 @@ def request_items(obj: Any, *, source: str, where: str) -> Iterator[AdapterItem]
             if bad:
                 yield bad
             for ki, raw in enumerate(sblock.get("spans") or []):
-                yield otlp_span(raw, resource=resource, scope=scope, source=source, location=f"{sloc}.spans[{ki}]")
+                yield from _with_outcome(otlp_span(raw, resource=resource, scope=scope, source=source,
+                                                   location=f"{sloc}.spans[{ki}]"))
 
 
 def document_items(given: Source | Path) -> Iterator[AdapterItem]:  # noqa: C901 - one branch per event of the stream's state machine
@@ -162,8 +191,8 @@ def document_items(given: Source | Path) -> Iterator[AdapterItem]:  # noqa: C901
         keep = []
         for raw, where, s in pending:
             if final or (resource is not None and s in scopes):
-                yield otlp_span(raw, resource=resource or {}, scope=scopes.get(s, _Scope()),
-                                source=source, location=where)
+                yield from _with_outcome(otlp_span(raw, resource=resource or {}, scope=scopes.get(s, _Scope()),
+                                                   source=source, location=where))
             else:
                 keep.append((raw, where, s))
         pending = keep
@@ -209,7 +238,8 @@ def document_items(given: Source | Path) -> Iterator[AdapterItem]:  # noqa: C901
                     if isinstance(value, Quarantine):
                         yield value
                     elif resource is not None and si in scopes:
-                        yield otlp_span(value, resource=resource, scope=scopes[si], source=source, location=loc())
+                        yield from _with_outcome(otlp_span(value, resource=resource, scope=scopes[si], source=source,
+                                                           location=loc()))
                     else:
                         pending.append((value, loc(), si))
         except STREAM_ERRORS as e:

@@ -96,6 +96,11 @@ def test_the_run_contracts_are_spans_in_the_store_with_reasoning_calls_and_token
     assert all("step " in (s.output or "") for s in chats)
     assert {(s.tokens.input, s.tokens.output) for s in chats if s.tokens} == {(100, 20)}
     assert all(s.model == "fake-agent" for s in chats)
+    # Each trial's outcome is its conversation's `task_success` event (its root span says it), so Trajectory and
+    # Results see how the task went.
+    with Store(store, read_only=True) as st:
+        outcomes = {e.conversation_id: e.value for e in st.events() if e.kind == "task_success"}
+    assert outcomes == {t.conversation_id: True for t in turns}
 
 
 def test_agent_factory_run_evaluates_the_model_agents_runs(played: tuple[Path, Res, FakeOpenAIServer]) -> None:
@@ -240,3 +245,29 @@ def test_each_user_message_of_a_multi_turn_task_reaches_the_model_in_turn() -> N
     assert len(task.input) > 1
     assert prompts == list(task.input)
     assert trial.answers == tuple(f"answer {i + 1}" for i in range(len(task.input)))
+
+
+def test_an_otlp_export_of_the_model_agents_runs_is_read_back_identically(
+        played: tuple[Path, Res, FakeOpenAIServer], tmp_path: Path) -> None:
+    from agent_factory.factory.ingest.files import ingest_paths
+    from agent_factory.factory.pipeline.units import build_conversations
+    from agent_factory.knowledge_packs import load_pack
+    from tests.factory.conftest import cli
+
+    def stored(path: Path) -> tuple[object, ...]:
+        with Store(path, read_only=True) as st:
+            events: dict[str, list[Any]] = {}
+            for e in st.events():
+                events.setdefault(e.conversation_id or "", []).append(e)
+            return tuple(build_conversations(list(st.iter_turns(segment=None)), events=events,
+                                             attributes=st.conversation_attributes()))
+
+    store, _, _ = played
+    doc, fresh = tmp_path / "runs.otlp.json", tmp_path / "b.duckdb"
+    exported = cli("export", "--format", "otlp-json", "--store", str(store), "--out", str(doc), "--json")
+    assert exported.code == 0, exported.err
+    assert exported.json()["conversations"] == 2 * len(TASKS) and exported.json()["not_carried"] == {}
+    with Store(fresh) as st:
+        ingest_paths(st, [doc], pack=load_pack("default"))
+    before = stored(store)
+    assert len(before) == 2 * len(TASKS) and stored(fresh) == before
