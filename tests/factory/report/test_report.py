@@ -105,6 +105,19 @@ def _chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
+def rendered_dom(page: Path, *, charts: int, user_dir: Path) -> str:
+    """The page's DOM once headless Chromium ran its scripts, checked: nothing logged to the console (no error, no
+    warning from vega) and all `charts` plots drawn. Skips when Chromium is not installed."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
+    dom = _chromium("--dump-dom", page.as_uri(), user_dir=user_dir)
+    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == [], console
+    html = dom.stdout
+    assert 'data-plots="rendered"' in html and f'data-plots-rendered="{charts}"' in html
+    return html
+
+
 def test_report_opens_in_chromium_with_every_section_and_plot(small_store: Path, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
     res = CliRunner().invoke(app, ["report", "--store", str(small_store), "--out", str(out), "--evidence",
@@ -115,14 +128,7 @@ def test_report_opens_in_chromium_with_every_section_and_plot(small_store: Path,
     assert out.stat().st_size == summary["bytes"] < 10_000_000
     page = out.read_text(encoding="utf-8")
     assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing fetched at view time
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
-    dom = _chromium("--dump-dom", out.as_uri(), user_dir=tmp_path / "ud1")
-    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == [], console  # the page logs nothing: no error, no warning from vega
-    html = dom.stdout
-    assert 'data-plots="rendered"' in html
-    assert f'data-plots-rendered="{summary["charts"]}"' in html
+    html = rendered_dom(out, charts=summary["charts"], user_dir=tmp_path / "ud1")
     for key in SECTION_KEYS:
         assert f'data-section="{key}"' in html, key
     chart_ids = re.findall(r'<div class="chart" id="([^"]+)"', page)
@@ -206,13 +212,7 @@ def test_report_of_an_audited_store_shows_adjudication_and_the_log_in_chromium(s
     page = out.read_text(encoding="utf-8")
     assert all(f'id="chart-adjudication-{i}"' in page for i in (1, 2, 3))
     assert "points the wrong way" in page and "mast.1_5" in page
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
-    dom = _chromium("--dump-dom", out.as_uri(), user_dir=tmp_path / "ud")
-    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == [], console
-    html = dom.stdout
-    assert 'data-plots="rendered"' in html and f'data-plots-rendered="{summary["charts"]}"' in html
+    html = rendered_dom(out, charts=summary["charts"], user_dir=tmp_path / "ud")
     for key in ("chart-adjudication-1", "chart-adjudication-2", "chart-adjudication-3"):
         at = html.index(f'id="{key}"')
         assert re.search(r'<svg [^>]*class="marks"', html[at:at + 2000]), key

@@ -27,7 +27,7 @@ from agent_factory.factory.views.report.runtime import vega_bundle
 from agent_factory.factory.views.report.tasks import NOT_COLLECTED, task_sections
 from agent_factory.factory.views.results import StoreFacts
 from tests.conftest import REPO, shared_data
-from tests.factory.report.test_report import CHROMIUM, _chromium
+from tests.factory.report.test_report import _chromium, rendered_dom
 from tests.factory.test_tasks_cli import _independent_pass_hat
 
 SUITE = REPO / "specs" / "tasks" / "sales_report.yaml"
@@ -179,13 +179,7 @@ def test_report_with_tasks_opens_in_chromium(midway: Path, tmp_path: Path) -> No
     assert "tasks" in summary["sections"] and "tasks" not in summary["absent"]
     page = out.read_text(encoding="utf-8")
     assert '<a href="#tasks">Long-horizon tasks</a>' in page
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (Debian package `chromium`; .ci/run installs it)")
-    dom = _chromium("--dump-dom", out.as_uri(), user_dir=tmp_path / "ud1")
-    console = [line for line in dom.stderr.splitlines() if ":CONSOLE" in line]
-    assert console == [], console
-    html = dom.stdout
-    assert 'data-plots="rendered"' in html and f'data-plots-rendered="{summary["charts"]}"' in html
+    html = rendered_dom(out, charts=summary["charts"], user_dir=tmp_path / "ud1")
     section = html[html.index('data-section="tasks"'):]
     assert "Where runs first deviate" in section and NOT_COLLECTED in section
     for key in ("chart-tasks-1", "chart-tasks-2"):
