@@ -111,6 +111,18 @@ class TaskSummary(Frozen):
     """Each dimension that is None -> why, as its runs said (the reasons of different runs joined by "; ")."""
 
 
+class EndingReason(Frozen):
+    """One reason trials of a task run ended without an answer to every message (a limit, a fault), and how many
+    did (`agent-factory tasks run`)."""
+
+    ended_by: str
+    """How they ended: `step_limit`, `token_limit`, `agent_error`, `sandbox_error`."""
+    reason: str | None
+    trials: int = Field(ge=1)
+    tasks: list[str]
+    """The tasks whose trials ended so."""
+
+
 class TaskReport(Frozen):
     """pass^k over the tasks, and every task."""
 
@@ -129,4 +141,4 @@ class TaskReport(Frozen):
     """The suites the tasks come from."""
 
 
-__all__ = ["DIMENSIONS", "IMPORTED", "TaskReport", "TaskRun", "TaskSummary"]
+__all__ = ["DIMENSIONS", "IMPORTED", "EndingReason", "TaskReport", "TaskRun", "TaskSummary"]

@@ -136,9 +136,9 @@ def run(
     if as_json:
         emit_json(done.model_dump(mode="json"))
         return
-    from agent_factory.factory.views.tasks import report_lines
+    from agent_factory.factory.views.tasks import ending_lines, report_lines
 
     ended = ", ".join(f"{n} {how}" for how, n in sorted(done.ended_by.items()))
     print_lines([f"ran {done.agent} on {len(done.tasks)} task(s) x {done.trials} trial(s): {ended}; "
-                 f"{done.new_runs} task run(s) stored, traces in {done.file}",
+                 f"{done.new_runs} task run(s) stored, traces in {done.file}", *ending_lines(done.reasons),
                  *report_lines(done, options=_options(store))])

@@ -143,7 +143,7 @@ class TaskJobs(ProjectParts):
         from agent_factory.evaluators.tasks.passk import task_report
         from agent_factory.factory.store.tasks import record_task_runs
         from agent_factory.factory.tasks.quality import QualityJudge
-        from agent_factory.factory.tasks.runner import TaskRunReport, run_suite
+        from agent_factory.factory.tasks.runner import TaskRunReport, ending_reasons, run_suite
         from agent_factory.factory.tasks.spans import otlp_document, task_run
         from agent_factory.factory.tasks.suite_io import load_suite
 
@@ -174,7 +174,8 @@ class TaskJobs(ProjectParts):
         new = record_task_runs(self.store(write=True), runs)
         report = task_report(runs)
         return TaskRunReport(**report.model_dump(), file=str(out), agent=player.name, trials=trials,
-                             ended_by=dict(collections.Counter(r.ended_by for r in results)), new_runs=new,
+                             ended_by=dict(collections.Counter(r.ended_by for r in results)),
+                             reasons=ending_reasons(results), new_runs=new,
                              spans_ingested=max(0, ingested.accepted - ingested.already_stored))
 
     def _task_agent(self, agent: str | Model, *, suite_description: str) -> Agent:

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from agent_factory.evaluators.tasks import metrics
 from agent_factory.evaluators.tasks.criteria import Row, TaskVerdict, check_task, queries_of
-from agent_factory.evaluators.tasks.model import TaskReport
+from agent_factory.evaluators.tasks.model import EndingReason, TaskReport
 from agent_factory.evaluators.tasks.state import state_consistency
 from agent_factory.evaluators.tasks.suite import SandboxSpec, Task, TaskSuite
 from agent_factory.factory.tasks.agents import Agent, Answer, Event, History, ToolCall, ToolOutcome, UserMessage
@@ -103,6 +103,17 @@ class TrialResult(Frozen):
         return (self.end_ns - self.start_ns) / 1e9
 
 
+def ending_reasons(results: Sequence[TrialResult]) -> list[EndingReason]:
+    """The distinct (ending, reason) of the trials not answered, most frequent first, then by ending."""
+    grouped: dict[tuple[EndedBy, str | None], list[TrialResult]] = {}
+    for r in results:
+        if r.ended_by != "answered":
+            grouped.setdefault((r.ended_by, r.reason), []).append(r)
+    found = [EndingReason(ended_by=how, reason=why, trials=len(rs), tasks=sorted({r.task_id for r in rs}))
+             for (how, why), rs in grouped.items()]
+    return sorted(found, key=lambda e: (-e.trials, e.ended_by, e.reason or ""))
+
+
 class TaskRunReport(TaskReport):
     """What `tasks run` did (its `--json`): the report's shape (pass^k, every task) over this run's trials, and
     where they went."""
@@ -114,6 +125,8 @@ class TaskRunReport(TaskReport):
     """Trials per task."""
     ended_by: dict[str, int]
     """How the trials ended -> how many."""
+    reasons: list[EndingReason] = Field(default_factory=list)
+    """Why the trials not answered ended (a limit, a fault), each distinct reason once, most frequent first."""
     new_runs: int
     """Task runs stored."""
     spans_ingested: int
@@ -234,4 +247,5 @@ def run_suite(suite: TaskSuite, agent: Agent, *, trials: int, tasks: Sequence[st
             for task in chosen for trial in range(trials)]
 
 
-__all__ = ["CallRecord", "Clock", "Decision", "EndedBy", "TaskRunReport", "TrialResult", "run_suite", "run_trial"]
+__all__ = ["CallRecord", "Clock", "Decision", "EndedBy", "TaskRunReport", "TrialResult",
+           "ending_reasons", "run_suite", "run_trial"]

@@ -13,11 +13,13 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from agent_factory.evaluators.tasks.composites import Composite, CompositeReport
-from agent_factory.evaluators.tasks.model import TaskReport, TaskSummary
+from agent_factory.evaluators.tasks.model import EndingReason, TaskReport, TaskSummary
 from agent_factory.factory.views.results import command_lines
 
 if TYPE_CHECKING:
     # Annotations only: `tasks report` need not import scipy, which the comparison's test does.
+    from collections.abc import Sequence
+
     from agent_factory.evaluators.tasks.compare import TaskChange, TaskComparison, TaskSide
 
 WORST_SHOWN = 10
@@ -36,6 +38,24 @@ def _task_line(t: TaskSummary) -> str:
     record = f"{t.successes}/{t.labelled}" + (f" (+{t.trials - t.labelled} unlabelled)" if t.trials > t.labelled
                                                else "")
     return f"  {t.id[:28]:<28} {record:<24} {_num(p1, '.2f'):>6}  {_num(t.steps):>6}  {_num(t.tokens, '.0f'):>8}"
+
+
+REASONS_SHOWN = 3
+"""Distinct reasons a run's unanswered trials ended, shown on `tasks run`'s screen (all in --json)."""
+
+
+def ending_lines(reasons: Sequence[EndingReason]) -> list[str]:
+    """Why trials ended without answering, most frequent first, each reason cut to a line or two."""
+    if not reasons:
+        return []
+    lines = [f"ended without an answer ({len(reasons)} reason(s); all in --json):"]
+    for e in reasons[:REASONS_SHOWN]:
+        tasks = ", ".join(e.tasks[:3]) + (f" +{len(e.tasks) - 3}" if len(e.tasks) > 3 else "")
+        why = e.reason or "no reason given"
+        why = why if len(why) <= 180 else why[:179] + "…"
+        lines += textwrap.wrap(f"{e.trials} {e.ended_by} ({tasks}): {why}", width=100, initial_indent="  ",
+                               subsequent_indent="    ")
+    return lines
 
 
 def report_lines(report: TaskReport, *, options: str = "") -> list[str]:
@@ -113,4 +133,5 @@ def compare_lines(cmp: TaskComparison, *, options: str = "") -> list[str]:
     return lines
 
 
-__all__ = ["NAME_WIDTH", "WORST_SHOWN", "compare_lines", "composite_lines", "report_lines"]
+__all__ = ["NAME_WIDTH", "REASONS_SHOWN", "WORST_SHOWN", "compare_lines", "composite_lines", "ending_lines",
+           "report_lines"]

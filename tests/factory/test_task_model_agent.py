@@ -136,6 +136,10 @@ def test_model_faults_end_only_their_trial_with_a_reason(tmp_path: Path) -> None
     assert failed["successes"] == 0 and failed["trials"] == 1
     # A transient fault is retried under the collectors' policy (4 attempts) before the trial ends.
     assert sum(1 for r in server.records if r.fault == "500") == 4
+    # The report says why, once per distinct reason, naming the task.
+    [reason] = out["reasons"]
+    assert (reason["ended_by"], reason["trials"], reason["tasks"]) == ("agent_error", 1, [broken.id])
+    assert reason["reason"].startswith(f"{MODEL}: ") and "server_error" in reason["reason"]
 
 
 def test_a_transient_fault_is_retried_and_the_trial_goes_on(tmp_path: Path) -> None:

@@ -277,3 +277,20 @@ def test_spans_carry_the_run_contract(suite: TaskSuite, runs: dict[str, list[Tri
     assert tools[0]["status"]["code"] == "STATUS_CODE_ERROR" and "syntax error" in tools[0]["status"]["message"]
     assert all(s["status"]["code"] == "STATUS_CODE_OK" for s in tools[1:])
     assert all(int(s["startTimeUnixNano"]) <= int(s["endTimeUnixNano"]) for s in spans)
+
+
+def test_why_trials_ended_without_an_answer_is_said_once_per_reason(suite: TaskSuite,
+                                                                     runs: dict[str, list[TrialResult]]) -> None:
+    from agent_factory.factory.tasks.runner import ending_reasons
+    from agent_factory.factory.views.tasks import ending_lines
+
+    loop = runs["loop"]
+    found = ending_reasons(loop)
+    # One reason per task's step limit (each names its own max_steps), covering every looping trial.
+    assert sum(e.trials for e in found) == len(loop) and {e.ended_by for e in found} == {"step_limit"}
+    assert {t for e in found for t in e.tasks} == {r.task_id for r in loop}
+    assert ending_reasons(runs["succeed"]) == []
+    lines = ending_lines(found)
+    text = " ".join(line.strip() for line in lines[1:])
+    assert lines[0].startswith("ended without an answer") and "step_limit (" in lines[1] and "max_steps" in text
+    assert max(len(line) for line in lines) <= 100
