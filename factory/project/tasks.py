@@ -140,6 +140,7 @@ class TaskJobs(ProjectParts):
         import json
 
         from agent_factory.errors import SpecError
+        from agent_factory.evaluators.collect.config import derive_family
         from agent_factory.evaluators.tasks.passk import task_report
         from agent_factory.factory.store.tasks import record_task_runs
         from agent_factory.factory.tasks.quality import QualityJudge
@@ -152,8 +153,10 @@ class TaskJobs(ProjectParts):
         suite = load_suite(Path(suite_path))
         player = self._task_agent(agent, suite_description=suite.description)
         try:
-            # Final quality is judged by the project's small model when one is configured (else not collected).
-            judge = QualityJudge.from_config(self.model_config, cache=lambda: self.cache)
+            # Final quality is judged by a configured model of another family than the agent's (else not
+            # collected, with the reason).
+            family = None if player.name.startswith("script:") else derive_family(player.name)
+            judge = QualityJudge.from_config(self.model_config, agent_family=family, cache=lambda: self.cache)
             results = run_suite(suite, player, trials=trials, judge=judge)
         finally:
             close = getattr(player, "close", None)

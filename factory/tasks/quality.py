@@ -113,10 +113,12 @@ class QualityJudge:
     """Judges trials' final answers with one model for one run (its budget is the run's)."""
 
     def __init__(self, spec: ModelSpec | None, *, config: ModelConfig | None = None,
-                 redactor: Redactor | None = None, cache: Callable[[], DatumCache] | None = None) -> None:
+                 redactor: Redactor | None = None, cache: Callable[[], DatumCache] | None = None,
+                 why_none: str = NO_MODEL) -> None:
         """`cache`: gives the answer cache when first needed (so a run without a model opens none); None: no
-        cache."""
+        cache. `why_none`: the reason final quality is not collected when `spec` is None."""
         self.spec = spec
+        self.why_none = why_none
         self._cache = cache
         config = config or ModelConfig()
         self.retry: RetryPolicy = config.retry
@@ -125,15 +127,24 @@ class QualityJudge:
         self._redactor = redactor
 
     @classmethod
-    def from_config(cls, config: ModelConfig, *, redactor: Redactor | None = None,
+    def from_config(cls, config: ModelConfig, *, agent_family: str | None = None, redactor: Redactor | None = None,
                     cache: Callable[[], DatumCache] | None = None) -> QualityJudge:
-        """The judge of a project's model config: its small model, or none ("no model configured")."""
-        return cls(config.small, config=config, redactor=redactor, cache=cache)
+        """The judge of a project's model config: its small model, else the first jury member, that is not of the
+        judged agent's family (`agent_family`; None for a scripted agent). A model prefers its own family's
+        answers, which is why a jury must be cross-family; a judge of the agent's family is none, with the
+        reason. No model: none ("no model configured")."""
+        models = [m for m in (config.small, *config.jury) if m is not None]
+        if not models:
+            return cls(None, config=config, redactor=redactor, cache=cache)
+        judge = next((m for m in models if m.family != agent_family), None)
+        why = (f"every configured model is of the agent's family ({agent_family}); a judge would prefer its own "
+               "family's answers: configure a small model or a juror of another family")
+        return cls(judge, config=config, redactor=redactor, cache=cache, why_none=why)
 
     def __call__(self, task: Task, answers: Sequence[str]) -> Quality:
         """The final quality of a trial of `task` that gave `answers` (the last is the final answer)."""
         if self.spec is None:
-            return Quality(value=None, reason=NO_MODEL)
+            return Quality(value=None, reason=self.why_none)
         if not answers:
             return Quality(value=None, reason=NO_ANSWER)
         if self._redactor is None:  # made on first use: a judge without a model never needs one

@@ -5,6 +5,7 @@ model faults end only their trial."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,37 @@ def test_an_otlp_export_of_the_model_agents_runs_is_read_back_identically(
         ingest_paths(st, [doc], pack=load_pack("default"))
     before = stored(store)
     assert len(before) == 2 * len(TASKS) and stored(fresh) == before
+
+
+def _judged(body: dict[str, Any]) -> Reply | dict[str, str]:
+    """The agent's requests play the references; the judge's (a structured answer) say yes, yes, no, n/a."""
+    if body.get("response_format"):
+        return {"addresses": "yes", "complete": "yes", "specific": "no", "clear": "not_applicable",
+                "reason": "answers the question"}
+    return _reference_player(body)
+
+
+@pytest.mark.parametrize(("judge", "expected"), [("openai/qwen-judge", 2 / 3), ("openai/fake-judge", None)],
+                         ids=["other-family", "agents-family"])
+def test_final_quality_is_judged_by_a_model_of_another_family_than_the_agents(
+        tmp_path: Path, judge: str, expected: float | None) -> None:
+    from typer.testing import CliRunner
+
+    from agent_factory.factory.cli.app import app
+
+    with FakeOpenAIServer(responder=_judged) as server:
+        env = {**NO_MODEL, "AGENT_FACTORY_AGENT_API_BASE": server.base_url, "AGENT_FACTORY_AGENT_API_KEY_ENV":
+               "FAKE_AGENT_KEY", "FAKE_AGENT_KEY": "test", "AGENT_FACTORY_SMALL_MODEL": judge,
+               "AGENT_FACTORY_API_BASE": server.base_url, "OPENAI_API_KEY": "test"}
+        res = CliRunner().invoke(app, ["tasks", "run", str(SUITE), "--agent", MODEL, "--trials", "1", "--store",
+                                       str(tmp_path / "s.duckdb"), "--json"], env=env)
+        judged = sum(1 for r in server.requests if r.get("response_format"))
+    assert res.exit_code == 0, res.output
+    tasks = json.loads(res.stdout)["tasks"]
+    assert {t["dimensions"]["final_quality"] for t in tasks} == {expected}
+    if expected is None:
+        # The agent is an openai model and so is every configured model: no judge, and the reason says why.
+        assert judged == 0
+        assert all("agent's family (openai)" in t["not_collected"]["final_quality"] for t in tasks)
+    else:
+        assert judged == len(TASKS) and all("final_quality" not in t["not_collected"] for t in tasks)
