@@ -111,10 +111,17 @@ _LITELLM_CLASSES: tuple[tuple[ErrorKind, tuple[str, ...]], ...] = (
 )
 
 
+_NO_KEY = ("Missing credentials", "api_key client option must be set")
+"""What the OpenAI client says when no key was given: raised before any request, and wrapped by litellm as an
+internal server error (500), so by class it would be retried; no retry can supply a key."""
+
+
 def classify_litellm_error(exc: BaseException, litellm: Any) -> TransientModelError | FatalModelError:
-    """The retry layer's view of an exception litellm raised: `isinstance` against litellm's exported classes;
-    for any other class (another litellm version, a wrapper) its name and HTTP status, as litellm names them;
-    anything else is fatal."""
+    """The retry layer's view of an exception litellm raised: a missing key is fatal whatever its class; then
+    `isinstance` against litellm's exported classes; for any other class (another litellm version, a wrapper)
+    its name and HTTP status, as litellm names them; anything else is fatal."""
+    if any(text in str(exc) for text in _NO_KEY):
+        return FatalModelError(f"{type(exc).__name__}: {_short(exc)}")
     for kind, names in _LITELLM_CLASSES:
         classes = tuple(c for n in names if isinstance(c := getattr(litellm, n, None), type))
         if classes and isinstance(exc, classes):

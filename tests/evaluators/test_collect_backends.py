@@ -112,3 +112,7 @@ def test_classification_by_class_first_then_name_and_status() -> None:
     assert kind(ValueError("no such model")) == "fatal"
     fatal = classify_litellm_error(litellm.BadRequestError(message="bad", model="m", llm_provider="openai"), litellm)
     assert isinstance(fatal, FatalModelError) and str(fatal).startswith("BadRequestError: ")
+    # No key given: the OpenAI client refuses before any request and litellm calls it a 500; no retry helps.
+    no_key = litellm.InternalServerError(message="OpenAIException - Missing credentials. Please pass an `api_key`",
+                                         model="m", llm_provider="openai")
+    assert kind(no_key) == "fatal"
