@@ -139,11 +139,48 @@ def classify_litellm_error(exc: BaseException, litellm: Any) -> TransientModelEr
     return FatalModelError(f"{name}: {_short(exc)}")
 
 
-def _litellm() -> Any:
+def load_litellm() -> Any:
+    """litellm, imported on first use, its debug banners off."""
     import litellm  # imported lazily: it is slow to import and only needed when a model string is configured
 
     litellm.suppress_debug_info = True
     return litellm
+
+
+def endpoint_kwargs(api_base: str | None, api_key_env: str | None) -> dict[str, Any]:
+    """litellm's `api_base` and `api_key` for an endpoint (the key read from the variable `api_key_env` names;
+    keys never live in config files); `FatalModelError` when that variable is not set."""
+    kwargs: dict[str, Any] = {}
+    if api_base:
+        kwargs["api_base"] = api_base
+    if api_key_env:
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise FatalModelError(f"environment variable {api_key_env} (api_key_env) is not set")
+        kwargs["api_key"] = key
+    return kwargs
+
+
+async def litellm_completion(litellm: Any, kwargs: dict[str, Any]) -> Any:
+    """One `litellm.acompletion(**kwargs)` (litellm's own retries off), its failure as the retry layer sees it:
+    `TransientModelError` or `FatalModelError` (`classify_litellm_error`)."""
+    try:
+        return await litellm.acompletion(**kwargs, num_retries=0, max_retries=0)
+    except (asyncio.TimeoutError, TimeoutError) as e:
+        raise TransientModelError("timeout", _short(e)) from None
+    except Exception as e:  # noqa: BLE001 - litellm maps every provider error to its own classes
+        raise classify_litellm_error(e, litellm) from None
+
+
+def retrying(retry: RetryPolicy) -> AsyncRetrying:
+    """tenacity under the run's retry policy: transient failures only, short exponential backoff with jitter."""
+    return AsyncRetrying(
+        stop=stop_after_attempt(retry.attempts),
+        wait=wait_exponential_jitter(multiplier=retry.initial_wait_s, max=retry.max_wait_s,
+                                     jitter=retry.initial_wait_s),
+        retry=retry_if_exception_type(TransientModelError),
+        reraise=True,
+    )
 
 
 class LitellmBackend:
@@ -162,7 +199,7 @@ class LitellmBackend:
 
     async def attempt(self, prompt: str, sigma: type[BaseModel]) -> Reply:
         """One litellm completion constrained to `sigma`'s JSON schema."""
-        litellm = _litellm()
+        litellm = load_litellm()
         kwargs: dict[str, Any] = {
             "model": self.spec.model,
             "messages": [{"role": "user", "content": prompt}],
@@ -171,22 +208,9 @@ class LitellmBackend:
                 "json_schema": {"name": "checklist", "schema": json_schema(sigma), "strict": True},
             },
             "timeout": self.spec.timeout_s,
-            "num_retries": 0,
-            "max_retries": 0,
+            **endpoint_kwargs(self.spec.api_base, self.spec.api_key_env),
         }
-        if self.spec.api_base:
-            kwargs["api_base"] = self.spec.api_base
-        if self.spec.api_key_env:
-            key = os.environ.get(self.spec.api_key_env)
-            if not key:
-                raise FatalModelError(f"environment variable {self.spec.api_key_env} (api_key_env) is not set")
-            kwargs["api_key"] = key
-        try:
-            response = await litellm.acompletion(**kwargs)
-        except (asyncio.TimeoutError, TimeoutError) as e:
-            raise TransientModelError("timeout", _short(e)) from None
-        except Exception as e:  # noqa: BLE001 - litellm maps every provider error to its own classes
-            raise classify_litellm_error(e, litellm) from None
+        response = await litellm_completion(litellm, kwargs)
         usage = getattr(response, "usage", None)
         tokens = int(getattr(usage, "total_tokens", 0) or 0)
         cost = self._cost(litellm, response)
@@ -271,14 +295,7 @@ async def call_model(
 ) -> Reply:
     """One structured answer, retried on transient failures; `BudgetExhausted`, `TransientModelError` (after
     the last attempt) or `FatalModelError` otherwise."""
-    retrying = AsyncRetrying(
-        stop=stop_after_attempt(retry.attempts),
-        wait=wait_exponential_jitter(multiplier=retry.initial_wait_s, max=retry.max_wait_s,
-                                     jitter=retry.initial_wait_s),
-        retry=retry_if_exception_type(TransientModelError),
-        reraise=True,
-    )
-    async for attempt in retrying:
+    async for attempt in retrying(retry):
         with attempt:
             budget.reserve()
             counters.model_calls += 1

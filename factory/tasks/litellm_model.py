@@ -12,7 +12,6 @@ provider counts. Anything else raises, and the runner ends the trial with its re
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,9 +33,8 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.usage import RequestUsage
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from agent_factory.evaluators.collect.backends import FatalModelError, TransientModelError, classify_litellm_error
+from agent_factory.evaluators.collect.backends import endpoint_kwargs, litellm_completion, load_litellm, retrying
 from agent_factory.evaluators.collect.config import RetryPolicy
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "tool_calls": "tool_call",
@@ -130,45 +128,24 @@ class LitellmModel(Model):
     def _kwargs(self, messages: list[ModelMessage], params: ModelRequestParameters) -> dict[str, Any]:
         tools = [*params.declared_function_tools, *params.output_tools]
         kwargs: dict[str, Any] = {"model": self._model, "messages": openai_messages(messages),
-                                  "timeout": self._timeout_s, "num_retries": 0, "max_retries": 0}
+                                  "timeout": self._timeout_s, **endpoint_kwargs(self._api_base, self._api_key_env)}
         if tools:
             kwargs["tools"] = openai_tools(tools)
             # Text is an answer when the agent allows it; otherwise the model must call a tool.
             kwargs["tool_choice"] = "auto" if params.allow_text_output else "required"
-        if self._api_base:
-            kwargs["api_base"] = self._api_base
-        if self._api_key_env:
-            key = os.environ.get(self._api_key_env)
-            if not key:
-                raise FatalModelError(f"environment variable {self._api_key_env} (the agent's api_key_env) is not set")
-            kwargs["api_key"] = key
         return kwargs
-
-    async def _attempt(self, kwargs: dict[str, Any]) -> Any:
-        import litellm  # lazily: slow to import, needed only when a model agent runs
-
-        litellm.suppress_debug_info = True
-        self.calls += 1
-        try:
-            return await litellm.acompletion(**kwargs)
-        except TimeoutError as e:
-            raise TransientModelError("timeout", str(e) or "timed out") from None
-        except Exception as e:  # noqa: BLE001 - litellm maps every provider error to its own classes
-            raise classify_litellm_error(e, litellm) from None
 
     async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         """One completion (retried on transient failures) as a pydantic-ai response."""
         _, params = self.prepare_request(model_settings, model_request_parameters)
         kwargs = self._kwargs(messages, params)
+        litellm = load_litellm()  # imported on first use: slow to import, needed only when a model agent runs
         response: Any = None
-        async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self._retry.attempts),
-                wait=wait_exponential_jitter(multiplier=self._retry.initial_wait_s, max=self._retry.max_wait_s,
-                                             jitter=self._retry.initial_wait_s),
-                retry=retry_if_exception_type(TransientModelError), reraise=True):
+        async for attempt in retrying(self._retry):
             with attempt:
-                response = await self._attempt(kwargs)
+                self.calls += 1
+                response = await litellm_completion(litellm, kwargs)
         choice = response.choices[0]
         usage = getattr(response, "usage", None)
         return ModelResponse(
