@@ -18,7 +18,6 @@ was "not_applicable", or when the call failed (the error); never 0 and never a p
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +31,9 @@ from agent_factory.evaluators.collect.backends import CallCounters, backend_for,
 from agent_factory.evaluators.collect.budget import Budget
 from agent_factory.evaluators.collect.cache import DatumCache, call_key
 from agent_factory.evaluators.collect.config import ModelConfig, ModelSpec, RetryPolicy
+from agent_factory.evaluators.collect.prompt import (
+    _json_data,  # the evaluator prompts' inert quoting: no text closes a tag
+)
 from agent_factory.evaluators.collect.redact import DefaultRedactor, Redactor, redact_text
 from agent_factory.evaluators.collect.schema import json_schema
 from agent_factory.evaluators.tasks.suite import Task
@@ -79,12 +81,6 @@ class Quality(Frozen):
     """Tokens the judge's call cost (0 for an answer from the cache)."""
 
 
-def _data(value: object) -> str:
-    # As the collectors quote evidence (`collect/prompt.py`): JSON with no character that could close the block.
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-
-
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=False,  # noqa: S701 - not HTML
@@ -96,7 +92,7 @@ def quality_prompt(task: Task, answers: Sequence[str], redactor: Redactor) -> st
     """The judge's prompt for a trial of `task` whose answers were `answers`: the checklist, then the evidence
     (redacted, each a JSON value)."""
     def quoted(value: str | Sequence[str]) -> str:
-        return _data(redact_text(value, redactor) if isinstance(value, str)
+        return _json_data(redact_text(value, redactor) if isinstance(value, str)
                      else [redact_text(v, redactor) for v in value])
     return _template().render(items=ITEMS, description=quoted(task.description), messages=quoted(task.input),
                               answers=quoted(answers))
